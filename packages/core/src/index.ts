@@ -1,0 +1,57 @@
+/**
+ * `@sluice/core` — the pure domain of Sluice: task states and the transition table, priorities,
+ * error classes, step outcomes and name validation. No I/O happens here.
+ *
+ * @example
+ * ```ts
+ * import { decideTransition, NO_TASK } from '@sluice/core';
+ * const created = decideTransition(NO_TASK, { type: 'create' });
+ * if (created.ok) decideTransition(created.to, { type: 'cancel' }); // → cancelled
+ * ```
+ */
+export {
+  TaskStatus,
+  TASK_STATUSES,
+  FINAL_STATUSES,
+  isFinalStatus,
+  isTaskStatus,
+  TaskEventType,
+  TASK_EVENT_TYPES,
+  isTaskEventType,
+  NO_TASK,
+  decideTransition,
+  allowedSourceStatuses,
+  historyProblem,
+} from './task-state.js';
+export type {
+  ApprovalTimeoutAction,
+  TaskEvent,
+  TaskMachineState,
+  TransitionDecision,
+  HistoryEntry,
+} from './task-state.js';
+export { StepStatus, STEP_STATUSES, IN_FLIGHT_STEP_STATUSES, isStepStatus } from './step-status.js';
+export { Priority, PRIORITIES, isPriority, priorityLabel } from './priority.js';
+export {
+  ErrorClass,
+  ERROR_CLASSES,
+  isErrorClass,
+  isRetryableClass,
+  SluiceError,
+  SluiceErrorCode,
+  isSluiceError,
+  assertNever,
+} from './errors.js';
+export type { SerializedStepError, SluiceErrorOptions } from './errors.js';
+export { failedOutcome } from './step-outcome.js';
+export type { Json, StepOutcome, StepOutcomeType } from './step-outcome.js';
+export {
+  MAX_NAME_LENGTH,
+  tenantIdProblem,
+  taskTypeProblem,
+  resourceProblem,
+  stepNameProblem,
+  prefixProblem,
+  resourceFileToken,
+} from './names.js';
+export type { NameProblem } from './names.js';
