@@ -1,0 +1,235 @@
+/**
+ * Integration tests of the db package against the real Postgres: migrations, idempotent creation,
+ * the transition function under races, and the ready-queue claim.
+ */
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { historyProblem, isTaskEventType, type TaskEvent, type TaskStatus } from '@sluice/core';
+import { openDatabase, type DatabaseHandle } from './client.js';
+import { migrateDatabase } from './migrate.js';
+import { applyTransition, applyTransitions } from './transition.js';
+import { createApiKey, createTenant, findKeyOwner } from './queries/tenants.js';
+import { registerTaskType, type TaskTypeManifest } from './queries/task-types.js';
+import { createTask, listTaskEvents, type TaskRecord } from './queries/tasks.js';
+import { claimReadySteps } from './queries/steps.js';
+import { createTestDatabase, migratedTemplate, type TestDatabase } from './testing/index.js';
+
+const manifest: TaskTypeManifest = {
+  name: 'two-steps',
+  version: 1,
+  description: '',
+  inputSchema: { type: 'object' },
+  firstStep: 'first',
+  steps: [
+    { name: 'first', resource: 'llm', timeoutMs: 1000, maxAttempts: 1 },
+    { name: 'second', resource: 'tool:http', timeoutMs: 1000, maxAttempts: 1 },
+  ],
+};
+
+let database: TestDatabase;
+let handle: DatabaseHandle;
+
+before(async () => {
+  const template = await migratedTemplate(migrateDatabase);
+  database = await createTestDatabase({ template });
+  handle = openDatabase(database.url, { max: 20 });
+  await createTenant(handle.db, { id: 'acme' });
+  await createTenant(handle.db, { id: 'globex' });
+  await registerTaskType(handle.db, manifest);
+});
+
+after(async () => {
+  await handle.close();
+  await database.drop();
+});
+
+function newTask(
+  extra: { idempotencyKey?: string; input?: Record<string, string>; tenantId?: string } = {},
+) {
+  return createTask(handle.db, {
+    tenantId: extra.tenantId ?? 'acme',
+    taskType: manifest,
+    priority: 2,
+    input: extra.input ?? { topic: 'x' },
+    ...(extra.idempotencyKey ? { idempotencyKey: extra.idempotencyKey } : {}),
+  });
+}
+
+async function history(task: TaskRecord) {
+  const events = await listTaskEvents(handle.db, task.id, 0);
+  return events
+    .filter((e) => e.toStatus !== null)
+    .map((e) => {
+      assert.ok(isTaskEventType(e.type), `event type ${e.type}`);
+      const event = (
+        e.type === 'approval_timeout'
+          ? { type: e.type, onTimeout: (e.data?.['on_timeout'] as 'pause' | 'cancel') ?? 'pause' }
+          : { type: e.type }
+      ) as TaskEvent;
+      return { event, toStatus: e.toStatus as TaskStatus };
+    });
+}
+
+describe('migrateDatabase', () => {
+  it('can run from several services at once', async () => {
+    await using fresh = await createTestDatabase();
+    await Promise.all([1, 2, 3, 4].map(() => migrateDatabase(fresh.url)));
+    const check = openDatabase(fresh.url, { max: 1 });
+    try {
+      const rows = await check.sql`select count(*)::int as n from drizzle.__drizzle_migrations`;
+      assert.equal(rows[0]?.['n'], 1);
+    } finally {
+      await check.close();
+    }
+  });
+});
+
+describe('API keys', () => {
+  it('finds the tenant of a key and nothing for a wrong one', async () => {
+    const key = await createApiKey(handle.db, { tenantId: 'acme' });
+    assert.match(key, /^slk_/);
+    assert.deepEqual(await findKeyOwner(handle.db, key), { tenantId: 'acme', isAdmin: false });
+    assert.equal(await findKeyOwner(handle.db, `${key}x`), undefined);
+    const rows = await handle.sql`select key_hash from api_keys`;
+    assert.ok(
+      rows.every((row) => row['key_hash'] !== key),
+      'the key itself is never stored',
+    );
+  });
+});
+
+describe('createTask', () => {
+  it('records the task, its create event and its first ready step', async () => {
+    const { task, created } = await newTask();
+    assert.equal(created, true);
+    assert.equal(task.status, 'queued');
+    assert.equal(task.lastEventSeq, 1);
+    const steps =
+      await handle.sql`select seq, name, resource, status, priority, tenant_id from task_steps where task_id = ${task.id}`;
+    assert.deepEqual(
+      steps.map((s) => ({ ...s })),
+      [{ seq: 1, name: 'first', resource: 'llm', status: 'ready', priority: 2, tenant_id: 'acme' }],
+    );
+    assert.equal(historyProblem(await history(task)), undefined);
+  });
+
+  it('makes one task of concurrent repeats of an idempotency key', async () => {
+    const results = await Promise.all(
+      Array.from({ length: 20 }, () => newTask({ idempotencyKey: 'same-key' })),
+    );
+    const ids = new Set(results.map((r) => r.task.id));
+    assert.equal(ids.size, 1);
+    assert.equal(results.filter((r) => r.created).length, 1);
+    const [row] =
+      await handle.sql`select count(*)::int as n from tasks where idempotency_key = 'same-key'`;
+    assert.equal(row?.['n'], 1);
+  });
+
+  it('refuses a repeated key with another input, changing nothing', async () => {
+    await newTask({ idempotencyKey: 'k2', input: { topic: 'a' } });
+    const [before] = await handle.sql`select count(*)::int as n from tasks`;
+    await assert.rejects(newTask({ idempotencyKey: 'k2', input: { topic: 'b' } }), {
+      code: 'already_exists',
+    });
+    const [afterRow] = await handle.sql`select count(*)::int as n from tasks`;
+    assert.equal(afterRow?.['n'], before?.['n']);
+  });
+
+  it('treats a key of another tenant as a different key', async () => {
+    const a = await newTask({ idempotencyKey: 'shared' });
+    const b = await newTask({ idempotencyKey: 'shared', tenantId: 'globex' });
+    assert.notEqual(a.task.id, b.task.id);
+  });
+});
+
+describe('applyTransition', () => {
+  it('applies what the table allows and records the event', async () => {
+    const { task } = await newTask();
+    const [result] = await applyTransitions(handle.db, [
+      { taskId: task.id, event: { type: 'cancel' } },
+    ]);
+    assert.ok(result?.ok);
+    assert.equal(result.to.status, 'cancelled');
+    assert.equal(result.seq, 2);
+    assert.equal(historyProblem(await history(task)), undefined);
+  });
+
+  it('refuses what the table does not allow and changes nothing', async () => {
+    const { task } = await newTask();
+    const [result] = await applyTransitions(handle.db, [
+      { taskId: task.id, event: { type: 'complete' } },
+    ]);
+    assert.deepEqual(result && !result.ok && result.code, 'refused');
+    const [row] =
+      await handle.sql`select status, version, last_event_seq from tasks where id = ${task.id}`;
+    assert.deepEqual({ ...row }, { status: 'queued', version: 1, last_event_seq: 1 });
+  });
+
+  it('hides another tenant’s task', async () => {
+    const { task } = await newTask();
+    const result = await applyTransition(handle.db, {
+      taskId: task.id,
+      tenantId: 'globex',
+      event: { type: 'cancel' },
+    });
+    assert.deepEqual(result.ok ? 'applied' : result.code, 'not_found');
+  });
+
+  it('lets exactly one of concurrent conflicting requests win', async () => {
+    const { task } = await newTask();
+    await applyTransition(handle.db, { taskId: task.id, event: { type: 'start' } });
+    await applyTransition(handle.db, { taskId: task.id, event: { type: 'await_approval' } });
+    const requests: TaskEvent[] = [
+      ...Array.from({ length: 10 }, (): TaskEvent => ({ type: 'approve' })),
+      ...Array.from({ length: 10 }, (): TaskEvent => ({ type: 'reject' })),
+    ];
+    const results = await Promise.all(
+      requests.map((event) =>
+        handle.db.transaction((tx) => applyTransition(tx, { taskId: task.id, event })),
+      ),
+    );
+    assert.equal(results.filter((r) => r.ok).length, 1);
+    assert.equal(historyProblem(await history(task)), undefined);
+  });
+
+  it('applies a batch in one commit', async () => {
+    const tasks = await Promise.all([newTask(), newTask(), newTask()]);
+    const results = await applyTransitions(
+      handle.db,
+      tasks.map(({ task }) => ({ taskId: task.id, event: { type: 'pause' } })),
+    );
+    assert.deepEqual(
+      results.map((r) => r.ok && r.to.status),
+      ['paused', 'paused', 'paused'],
+    );
+  });
+});
+
+describe('claimReadySteps', () => {
+  it('never gives one step to two concurrent claimers, and claims most urgent first', async () => {
+    await handle.sql`update task_steps set status = 'cancelled' where status = 'ready'`;
+    const made: string[] = [];
+    for (let i = 0; i < 30; i++) {
+      const { task } = await createTask(handle.db, {
+        tenantId: 'acme',
+        taskType: manifest,
+        priority: (i % 4) as 0 | 1 | 2 | 3,
+        input: { i: String(i) },
+      });
+      made.push(task.id);
+    }
+    const claims = await Promise.all(
+      [1, 2, 3].map(() => handle.db.transaction((tx) => claimReadySteps(tx, 8))),
+    );
+    const claimed = claims.flat();
+    assert.equal(new Set(claimed.map((c) => c.id)).size, claimed.length, 'no step claimed twice');
+    assert.equal(claimed.length, 24);
+    const rest = await handle.db.transaction((tx) => claimReadySteps(tx, 100));
+    assert.equal(rest.length, 6);
+    assert.ok(
+      rest.every((step) => step.priority === 3),
+      'the least urgent are left for last',
+    );
+    assert.ok(claimed.every((c) => c.dispatch === 1));
+  });
+});

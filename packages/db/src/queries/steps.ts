@@ -1,0 +1,316 @@
+/**
+ * The step rows: the ready queue (claimed by the scheduler), the executor's start/heartbeat/outcome
+ * writes, and the scheduler's reading of recorded outcomes.
+ */
+import { and, eq, inArray, sql } from 'drizzle-orm';
+import type { Json, Priority, StepOutcome } from '@sluice/core';
+import type { Executor } from '../client.js';
+import { taskSteps } from '../schema.js';
+import { appendTaskEvent } from './events.js';
+
+/** A step row as stored. */
+export type StepRecord = typeof taskSteps.$inferSelect;
+
+/** A step the scheduler claimed and must now publish. */
+export interface ClaimedStep {
+  readonly id: number;
+  readonly taskId: string;
+  readonly seq: number;
+  readonly name: string;
+  readonly resource: string;
+  readonly tenantId: string;
+  readonly priority: Priority;
+  /** The dispatch number of this publication (1 for the first). */
+  readonly dispatch: number;
+  /** W3C `traceparent` of the task, so the dispatch continues the task's trace. */
+  readonly traceParent: string | null;
+}
+
+/**
+ * Claims up to `limit` ready steps that are due, most urgent first, and marks them dispatched in
+ * the same statement. `FOR UPDATE SKIP LOCKED` lets several schedulers claim side by side without
+ * ever claiming the same step. Steps of tasks that are being cancelled or paused, or are not
+ * queued/running, are left alone.
+ */
+export async function claimReadySteps(executor: Executor, limit: number): Promise<ClaimedStep[]> {
+  const rows = await executor.execute<{
+    id: string;
+    task_id: string;
+    seq: number;
+    name: string;
+    resource: string;
+    tenant_id: string;
+    priority: number;
+    dispatch_count: number;
+    trace_parent: string | null;
+  }>(sql`
+    with claimable as (
+      select s.id
+      from task_steps s
+      join tasks t on t.id = s.task_id
+      where s.status = 'ready'
+        and s.due_at <= now()
+        and t.status in ('queued', 'running')
+        and not t.cancel_requested
+        and not t.pause_requested
+      order by s.priority, s.due_at, s.id
+      limit ${limit}
+      for update of s skip locked
+    )
+    update task_steps s
+    set status = 'dispatched', dispatch_count = s.dispatch_count + 1, dispatched_at = now()
+    from claimable
+    where s.id = claimable.id
+    returning s.id, s.task_id, s.seq, s.name, s.resource, s.tenant_id, s.priority, s.dispatch_count,
+      (select trace_parent from tasks t where t.id = s.task_id) as trace_parent
+  `);
+  return rows
+    .map((row) => ({
+      id: Number(row.id),
+      taskId: row.task_id,
+      seq: row.seq,
+      name: row.name,
+      resource: row.resource,
+      tenantId: row.tenant_id,
+      priority: row.priority as Priority,
+      dispatch: row.dispatch_count,
+      traceParent: row.trace_parent,
+    }))
+    .sort((a, b) => a.priority - b.priority || a.id - b.id);
+}
+
+/** Stores the JetStream sequence of each published dispatch (for the reconciler). */
+export async function recordPublishSeqs(
+  executor: Executor,
+  published: ReadonlyArray<{ stepId: number; dispatch: number; publishSeq: number }>,
+): Promise<void> {
+  if (published.length === 0) return;
+  const values = sql.join(
+    published.map((p) => sql`(${p.stepId}::bigint, ${p.dispatch}::int, ${p.publishSeq}::bigint)`),
+    sql`, `,
+  );
+  await executor.execute(sql`
+    update task_steps s set publish_seq = v.publish_seq
+    from (values ${values}) as v(id, dispatch, publish_seq)
+    where s.id = v.id and s.dispatch_count = v.dispatch
+  `);
+}
+
+/** Puts claimed steps whose publication failed back into the ready queue. */
+export async function releaseClaims(
+  executor: Executor,
+  claims: ReadonlyArray<{ stepId: number; dispatch: number }>,
+): Promise<void> {
+  for (const claim of claims) {
+    await executor
+      .update(taskSteps)
+      .set({ status: 'ready' })
+      .where(
+        and(
+          eq(taskSteps.id, claim.stepId),
+          eq(taskSteps.dispatchCount, claim.dispatch),
+          eq(taskSteps.status, 'dispatched'),
+        ),
+      );
+  }
+}
+
+/** Identifies one dispatch of one step (what a step message names). */
+export interface StepDispatchRef {
+  readonly taskId: string;
+  readonly seq: number;
+  readonly dispatch: number;
+}
+
+/** Reads a step by task and sequence. */
+export async function findStep(
+  executor: Executor,
+  taskId: string,
+  seq: number,
+): Promise<StepRecord | undefined> {
+  const rows = await executor
+    .select()
+    .from(taskSteps)
+    .where(and(eq(taskSteps.taskId, taskId), eq(taskSteps.seq, seq)));
+  return rows[0];
+}
+
+/**
+ * Marks a dispatched step running on an executor (attempt + 1, heartbeat now). Returns the row, or
+ * `undefined` when this dispatch may not start: the step has finished or was dispatched again
+ * since, or it is running elsewhere with a heartbeat younger than `staleAfterMs`. A running step
+ * whose heartbeat is older is taken over: its executor stopped (JetStream redelivered the message).
+ */
+export async function startStep(
+  executor: Executor,
+  ref: StepDispatchRef,
+  staleAfterMs: number,
+): Promise<StepRecord | undefined> {
+  const rows = await executor
+    .update(taskSteps)
+    .set({
+      status: 'running',
+      attempts: sql`${taskSteps.attempts} + 1`,
+      startedAt: sql`now()`,
+      heartbeatAt: sql`now()`,
+    })
+    .where(
+      and(
+        eq(taskSteps.taskId, ref.taskId),
+        eq(taskSteps.seq, ref.seq),
+        eq(taskSteps.dispatchCount, ref.dispatch),
+        sql`(${taskSteps.status} = 'dispatched' or (${taskSteps.status} = 'running' and ${taskSteps.heartbeatAt} < now() - make_interval(secs => ${staleAfterMs / 1_000})))`,
+      ),
+    )
+    .returning();
+  return rows[0];
+}
+
+/** Records that running steps are alive (coarse: every few seconds, for the reconciler). */
+export async function heartbeatSteps(
+  executor: Executor,
+  refs: readonly StepDispatchRef[],
+): Promise<void> {
+  for (const ref of refs) {
+    await executor
+      .update(taskSteps)
+      .set({ heartbeatAt: sql`now()` })
+      .where(
+        and(
+          eq(taskSteps.taskId, ref.taskId),
+          eq(taskSteps.seq, ref.seq),
+          eq(taskSteps.dispatchCount, ref.dispatch),
+          eq(taskSteps.status, 'running'),
+        ),
+      );
+  }
+}
+
+/**
+ * Records the outcome of a running step. Returns false when the dispatch is stale (another
+ * dispatch took the step over, or an outcome is recorded already): at most one outcome per step.
+ */
+export async function recordStepOutcome(
+  executor: Executor,
+  ref: StepDispatchRef,
+  outcome: StepOutcome,
+): Promise<boolean> {
+  const status =
+    outcome.type === 'failed' ? 'failed' : outcome.type === 'cancelled' ? 'cancelled' : 'succeeded';
+  const rows = await executor
+    .update(taskSteps)
+    .set({ status, outcome, finishedAt: sql`now()` })
+    .where(
+      and(
+        eq(taskSteps.taskId, ref.taskId),
+        eq(taskSteps.seq, ref.seq),
+        eq(taskSteps.dispatchCount, ref.dispatch),
+        eq(taskSteps.status, 'running'),
+      ),
+    )
+    .returning({ id: taskSteps.id, name: taskSteps.name });
+  const row = rows[0];
+  if (!row) return false;
+  await appendTaskEvent(executor, {
+    taskId: ref.taskId,
+    type: `step_${status}`,
+    step: row.name,
+    data: { seq: ref.seq, ...(outcome.type === 'failed' ? { error: outcome.error.message } : {}) },
+  });
+  return true;
+}
+
+/** A recorded outcome the scheduler has not yet turned into a transition. */
+export interface UnappliedOutcome {
+  readonly stepId: number;
+  readonly taskId: string;
+  readonly seq: number;
+  readonly name: string;
+  readonly outcome: StepOutcome;
+}
+
+/**
+ * Locks up to `limit` recorded outcomes that are not yet applied (skipping rows another scheduler
+ * holds). Call inside the transaction that applies them and marks them with
+ * {@link markOutcomesApplied}.
+ */
+export async function lockUnappliedOutcomes(
+  executor: Executor,
+  limit: number,
+): Promise<UnappliedOutcome[]> {
+  const rows = await executor.execute<{
+    id: string;
+    task_id: string;
+    seq: number;
+    name: string;
+    outcome: StepOutcome;
+  }>(sql`
+    select id, task_id, seq, name, outcome from task_steps
+    where outcome is not null and outcome_applied_at is null
+    order by id
+    limit ${limit}
+    for update skip locked
+  `);
+  return rows.map((row) => ({
+    stepId: Number(row.id),
+    taskId: row.task_id,
+    seq: row.seq,
+    name: row.name,
+    outcome: row.outcome,
+  }));
+}
+
+/** Marks outcomes as turned into transitions. */
+export async function markOutcomesApplied(
+  executor: Executor,
+  stepIds: readonly number[],
+): Promise<void> {
+  if (stepIds.length === 0) return;
+  await executor
+    .update(taskSteps)
+    .set({ outcomeAppliedAt: sql`now()` })
+    .where(inArray(taskSteps.id, [...stepIds]));
+}
+
+/** A step to add to a task. */
+export interface NewStep {
+  readonly taskId: string;
+  readonly name: string;
+  readonly resource: string;
+  readonly tenantId: string;
+  readonly priority: Priority;
+  readonly input: Json;
+  readonly taskAttempt: number;
+}
+
+/** Adds the task's next step as ready and due now; its sequence follows the task's last step. */
+export async function insertNextStep(executor: Executor, step: NewStep): Promise<number> {
+  const rows = await executor.execute<{ seq: number }>(sql`
+    insert into task_steps (task_id, seq, name, resource, tenant_id, priority, status, input, task_attempt)
+    select ${step.taskId}, coalesce(max(seq), 0) + 1, ${step.name}, ${step.resource}, ${step.tenantId},
+           ${step.priority}, 'ready', ${JSON.stringify(step.input)}::jsonb, ${step.taskAttempt}
+    from task_steps where task_id = ${step.taskId}
+    returning seq
+  `);
+  const row = rows[0];
+  if (!row) throw new Error(`could not add step ${step.name} to task ${step.taskId}`);
+  return row.seq;
+}
+
+/** Cancels the steps of a task that wait in the ready queue (its task was cancelled). */
+export async function cancelReadySteps(executor: Executor, taskId: string): Promise<number> {
+  const rows = await executor
+    .update(taskSteps)
+    .set({ status: 'cancelled', finishedAt: sql`now()`, outcomeAppliedAt: sql`now()` })
+    .where(and(eq(taskSteps.taskId, taskId), eq(taskSteps.status, 'ready')))
+    .returning({ id: taskSteps.id });
+  return rows.length;
+}
+
+/** Steps of a task that an executor holds or is about to (dispatched or running). */
+export async function inFlightSteps(executor: Executor, taskId: string): Promise<StepRecord[]> {
+  return executor
+    .select()
+    .from(taskSteps)
+    .where(and(eq(taskSteps.taskId, taskId), inArray(taskSteps.status, ['dispatched', 'running'])));
+}

@@ -1,0 +1,68 @@
+/**
+ * Task type manifests: registered by executors, read by the gateway (input schema) and the scheduler
+ * (resources and policies of steps).
+ */
+import { and, desc, eq, sql } from 'drizzle-orm';
+import type { Executor } from '../client.js';
+import { taskTypes, type ManifestStep } from '../schema.js';
+
+/** A task type as registered. */
+export interface TaskTypeManifest {
+  readonly name: string;
+  readonly version: number;
+  readonly description: string;
+  readonly inputSchema: Record<string, unknown>;
+  readonly firstStep: string;
+  readonly steps: readonly ManifestStep[];
+}
+
+/**
+ * Registers (or re-registers) a manifest. Re-registering the same name and version replaces its
+ * contents: several executors register the same definitions at start.
+ */
+export async function registerTaskType(
+  executor: Executor,
+  manifest: TaskTypeManifest,
+): Promise<void> {
+  await executor
+    .insert(taskTypes)
+    .values({ ...manifest, steps: [...manifest.steps] })
+    .onConflictDoUpdate({
+      target: [taskTypes.name, taskTypes.version],
+      set: {
+        description: manifest.description,
+        inputSchema: manifest.inputSchema,
+        firstStep: manifest.firstStep,
+        steps: [...manifest.steps],
+        registeredAt: sql`now()`,
+      },
+    });
+}
+
+/** The newest registered version of a type, or `undefined`. */
+export async function findLatestTaskType(
+  executor: Executor,
+  name: string,
+): Promise<TaskTypeManifest | undefined> {
+  const rows = await executor
+    .select()
+    .from(taskTypes)
+    .where(eq(taskTypes.name, name))
+    .orderBy(desc(taskTypes.version))
+    .limit(1);
+  return rows[0];
+}
+
+/** One exact version of a type (what a task pinned), or `undefined`. */
+export async function findTaskType(
+  executor: Executor,
+  name: string,
+  version: number,
+): Promise<TaskTypeManifest | undefined> {
+  const rows = await executor
+    .select()
+    .from(taskTypes)
+    .where(and(eq(taskTypes.name, name), eq(taskTypes.version, version)))
+    .limit(1);
+  return rows[0];
+}

@@ -1,0 +1,221 @@
+/**
+ * Creating and reading tasks.
+ */
+import { createHash } from 'node:crypto';
+import { and, asc, desc, eq, gt, lt, or, sql } from 'drizzle-orm';
+import {
+  NO_TASK,
+  SluiceError,
+  decideTransition,
+  type Json,
+  type Priority,
+  type TaskStatus,
+} from '@sluice/core';
+import type { Database, Executor } from '../client.js';
+import { taskEvents, taskSteps, tasks } from '../schema.js';
+import type { TaskTypeManifest } from './task-types.js';
+
+/** A task row as stored. */
+export type TaskRecord = typeof tasks.$inferSelect;
+/** An event row as stored. */
+export type TaskEventRecord = typeof taskEvents.$inferSelect;
+
+/** What the gateway has validated before creating a task. */
+export interface NewTask {
+  readonly tenantId: string;
+  readonly taskType: TaskTypeManifest;
+  readonly priority: Priority;
+  readonly input: Json;
+  readonly idempotencyKey?: string;
+  readonly traceId?: string;
+  readonly traceParent?: string;
+}
+
+/** The task and whether this call created it (false: an idempotent repeat). */
+export interface CreateTaskResult {
+  readonly task: TaskRecord;
+  readonly created: boolean;
+}
+
+/**
+ * Records a new task, its `create` event and its first step (ready, due now) in one transaction.
+ *
+ * With an idempotency key, a repeat returns the existing task when its type, priority and input
+ * match, and throws an `already_exists` {@link SluiceError} when they differ. Concurrent repeats are
+ * safe: the unique index on (tenant, key) makes one insert win and the others read it.
+ */
+export async function createTask(db: Database, task: NewTask): Promise<CreateTaskResult> {
+  const created = decideTransition(NO_TASK, { type: 'create' });
+  if (!created.ok) throw new Error(`the transition table refuses create: ${created.reason}`);
+  const status = created.to.status as TaskStatus;
+  const inputHash = hashJson(task.input);
+  const firstStep = task.taskType.steps.find((s) => s.name === task.taskType.firstStep);
+  if (!firstStep) {
+    throw new Error(
+      `task type ${task.taskType.name} v${task.taskType.version} has no step ${task.taskType.firstStep}`,
+    );
+  }
+  return db.transaction(async (tx) => {
+    const inserted = await tx
+      .insert(tasks)
+      .values({
+        tenantId: task.tenantId,
+        type: task.taskType.name,
+        typeVersion: task.taskType.version,
+        priority: task.priority,
+        input: task.input,
+        inputHash,
+        idempotencyKey: task.idempotencyKey ?? null,
+        status,
+        currentStep: firstStep.name,
+        lastEventSeq: 1,
+        traceId: task.traceId ?? null,
+        traceParent: task.traceParent ?? null,
+      })
+      .onConflictDoNothing({
+        target: [tasks.tenantId, tasks.idempotencyKey],
+        where: sql`${tasks.idempotencyKey} is not null`,
+      })
+      .returning();
+    const row = inserted[0];
+    if (!row) return { task: await existingRepeat(tx, task, inputHash), created: false };
+    await tx.insert(taskEvents).values({
+      taskId: row.id,
+      tenantId: row.tenantId,
+      seq: 1,
+      type: 'create',
+      fromStatus: null,
+      toStatus: status,
+      step: firstStep.name,
+      data: { priority: task.priority, type: task.taskType.name },
+    });
+    await tx.insert(taskSteps).values({
+      taskId: row.id,
+      seq: 1,
+      name: firstStep.name,
+      resource: firstStep.resource,
+      tenantId: row.tenantId,
+      priority: task.priority,
+      status: 'ready',
+      input: task.input,
+    });
+    return { task: row, created: true };
+  });
+}
+
+async function existingRepeat(
+  executor: Executor,
+  task: NewTask,
+  inputHash: string,
+): Promise<TaskRecord> {
+  const key = task.idempotencyKey;
+  if (key === undefined) throw new Error('insert of a task without idempotency key was skipped');
+  const rows = await executor
+    .select()
+    .from(tasks)
+    .where(and(eq(tasks.tenantId, task.tenantId), eq(tasks.idempotencyKey, key)));
+  const existing = rows[0];
+  if (!existing) throw new Error(`idempotency key ${key} conflicted but no task holds it`);
+  const same =
+    existing.type === task.taskType.name &&
+    existing.priority === task.priority &&
+    existing.inputHash === inputHash;
+  if (!same) {
+    throw new SluiceError(
+      'already_exists',
+      `idempotency key "${key}" was used for task ${existing.id} with a different type, priority or input`,
+      { field: 'idempotency_key' },
+    );
+  }
+  return existing;
+}
+
+/** A task of a tenant, or `undefined` (also for another tenant's task). */
+export async function findTask(
+  executor: Executor,
+  tenantId: string,
+  taskId: string,
+): Promise<TaskRecord | undefined> {
+  if (!isUuid(taskId)) return undefined;
+  const rows = await executor
+    .select()
+    .from(tasks)
+    .where(and(eq(tasks.id, taskId), eq(tasks.tenantId, tenantId)));
+  return rows[0];
+}
+
+/** Reads a task and locks its row until the transaction ends (any tenant; for services). */
+export async function lockTask(
+  executor: Executor,
+  taskId: string,
+): Promise<TaskRecord | undefined> {
+  const rows = await executor.select().from(tasks).where(eq(tasks.id, taskId)).for('update');
+  return rows[0];
+}
+
+/** Filters and page of {@link listTasks}. */
+export interface ListTasksQuery {
+  readonly tenantId: string;
+  readonly status?: TaskStatus;
+  readonly type?: string;
+  readonly limit: number;
+  /** The cursor of the previous page: the last task's creation time and id. */
+  readonly after?: { readonly createdAt: Date; readonly id: string };
+}
+
+/** A tenant's tasks, newest first, by keyset pagination. */
+export async function listTasks(executor: Executor, query: ListTasksQuery): Promise<TaskRecord[]> {
+  const conditions = [eq(tasks.tenantId, query.tenantId)];
+  if (query.status) conditions.push(eq(tasks.status, query.status));
+  if (query.type) conditions.push(eq(tasks.type, query.type));
+  if (query.after) {
+    const { createdAt, id } = query.after;
+    const before = or(
+      lt(tasks.createdAt, createdAt),
+      and(eq(tasks.createdAt, createdAt), lt(tasks.id, id)),
+    );
+    if (before) conditions.push(before);
+  }
+  return executor
+    .select()
+    .from(tasks)
+    .where(and(...conditions))
+    .orderBy(desc(tasks.createdAt), desc(tasks.id))
+    .limit(query.limit);
+}
+
+/** A task's events after sequence `afterSeq`, oldest first. */
+export async function listTaskEvents(
+  executor: Executor,
+  taskId: string,
+  afterSeq: number,
+  limit = 1_000,
+): Promise<TaskEventRecord[]> {
+  return executor
+    .select()
+    .from(taskEvents)
+    .where(and(eq(taskEvents.taskId, taskId), gt(taskEvents.seq, afterSeq)))
+    .orderBy(asc(taskEvents.seq))
+    .limit(limit);
+}
+
+/** SHA-256 of a JSON value in canonical form (object keys sorted), so key order does not matter. */
+export function hashJson(value: Json): string {
+  return createHash('sha256').update(canonicalJson(value)).digest('hex');
+}
+
+function canonicalJson(value: Json): string {
+  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
+  if (value !== null && typeof value === 'object') {
+    const keys = Object.keys(value).sort();
+    return `{${keys.map((k) => `${JSON.stringify(k)}:${canonicalJson(value[k] ?? null)}`).join(',')}}`;
+  }
+  return JSON.stringify(value);
+}
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/** True for a syntactically valid UUID (task ids); anything else cannot name a task. */
+export function isUuid(value: string): boolean {
+  return UUID.test(value);
+}

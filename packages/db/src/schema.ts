@@ -1,0 +1,223 @@
+/**
+ * The Postgres schema of Sluice (drizzle-orm). Postgres is the source of truth: task rows, step rows
+ * (the ready steps are the queue), events, task type manifests, tenants and API keys.
+ *
+ * Migrations are generated from this file by drizzle-kit (`pnpm --filter @sluice/db generate`) and
+ * checked in under `packages/db/migrations`.
+ */
+import { sql } from 'drizzle-orm';
+import {
+  bigint,
+  bigserial,
+  boolean,
+  check,
+  index,
+  integer,
+  jsonb,
+  pgTable,
+  primaryKey,
+  smallint,
+  text,
+  timestamp,
+  uniqueIndex,
+  uuid,
+} from 'drizzle-orm/pg-core';
+import type { Json, SerializedStepError, StepOutcome } from '@sluice/core';
+
+const createdAt = () => timestamp('created_at', { withTimezone: true }).notNull().defaultNow();
+
+/** A customer of the platform; every task belongs to one. */
+export const tenants = pgTable('tenants', {
+  id: text('id').primaryKey(),
+  name: text('name').notNull(),
+  createdAt: createdAt(),
+});
+
+/**
+ * API keys, stored as SHA-256 hashes of the secret (the secret is shown once, at creation). A key
+ * names its tenant; an admin key may call `AdminService`.
+ */
+export const apiKeys = pgTable(
+  'api_keys',
+  {
+    id: uuid('id').primaryKey().defaultRandom(),
+    tenantId: text('tenant_id')
+      .notNull()
+      .references(() => tenants.id),
+    keyHash: text('key_hash').notNull(),
+    /** The first characters of the key, to tell keys apart in listings without the secret. */
+    keyPrefix: text('key_prefix').notNull(),
+    isAdmin: boolean('is_admin').notNull().default(false),
+    createdAt: createdAt(),
+    revokedAt: timestamp('revoked_at', { withTimezone: true }),
+  },
+  (t) => [uniqueIndex('api_keys_key_hash_uq').on(t.keyHash)],
+);
+
+/** One step of a task type's manifest. */
+export interface ManifestStep {
+  readonly name: string;
+  readonly resource: string;
+  readonly timeoutMs: number;
+  readonly maxAttempts: number;
+}
+
+/**
+ * Task type manifests, registered by the executors that run them. Each task pins the version it was
+ * created with.
+ */
+export const taskTypes = pgTable(
+  'task_types',
+  {
+    name: text('name').notNull(),
+    version: integer('version').notNull(),
+    /** JSON Schema of the task's input; the gateway validates against it. */
+    inputSchema: jsonb('input_schema').$type<Record<string, unknown>>().notNull(),
+    /** The step a new task starts with. */
+    firstStep: text('first_step').notNull(),
+    steps: jsonb('steps').$type<ManifestStep[]>().notNull(),
+    description: text('description').notNull().default(''),
+    registeredAt: timestamp('registered_at', { withTimezone: true }).notNull().defaultNow(),
+  },
+  (t) => [primaryKey({ columns: [t.name, t.version] })],
+);
+
+/** A task: one unit of work a client asked for, made of steps. */
+export const tasks = pgTable(
+  'tasks',
+  {
+    id: uuid('id').primaryKey().defaultRandom(),
+    tenantId: text('tenant_id')
+      .notNull()
+      .references(() => tenants.id),
+    type: text('type').notNull(),
+    typeVersion: integer('type_version').notNull(),
+    /** 0 (P0, most urgent) … 3 (P3). */
+    priority: smallint('priority').notNull(),
+    input: jsonb('input').$type<Json>().notNull(),
+    /** SHA-256 of the canonical input, to tell an idempotent repeat from a conflicting one. */
+    inputHash: text('input_hash').notNull(),
+    idempotencyKey: text('idempotency_key'),
+    status: text('status').notNull(),
+    cancelRequested: boolean('cancel_requested').notNull().default(false),
+    pauseRequested: boolean('pause_requested').notNull().default(false),
+    approvalPending: boolean('approval_pending').notNull().default(false),
+    /** The step running or waiting now (for people; the step rows are the record). */
+    currentStep: text('current_step'),
+    attempt: integer('attempt').notNull().default(1),
+    /** Optimistic concurrency: every transition increments it. */
+    version: integer('version').notNull().default(1),
+    /** The sequence number of the task's newest event. */
+    lastEventSeq: integer('last_event_seq').notNull().default(0),
+    error: jsonb('error').$type<SerializedStepError>(),
+    output: jsonb('output').$type<Json>(),
+    traceId: text('trace_id'),
+    /** W3C `traceparent` of the task's root span, so later work continues the same trace. */
+    traceParent: text('trace_parent'),
+    // Millisecond precision, like the JavaScript Date of a page token, so keyset pages are exact.
+    createdAt: timestamp('created_at', { withTimezone: true, precision: 3 }).notNull().defaultNow(),
+    startedAt: timestamp('started_at', { withTimezone: true }),
+    finishedAt: timestamp('finished_at', { withTimezone: true }),
+    updatedAt: timestamp('updated_at', { withTimezone: true }).notNull().defaultNow(),
+  },
+  (t) => [
+    uniqueIndex('tasks_tenant_idempotency_uq')
+      .on(t.tenantId, t.idempotencyKey)
+      .where(sql`${t.idempotencyKey} is not null`),
+    index('tasks_tenant_created_idx').on(t.tenantId, t.createdAt, t.id),
+    check('tasks_priority_ck', sql`${t.priority} between 0 and 3`),
+  ],
+);
+
+/**
+ * One step instance of a task. Rows in status `ready` with a due time in the past are the ready
+ * queue: each carries its task's tenant and priority and its resource, so the scheduler admits from
+ * one indexed query.
+ */
+export const taskSteps = pgTable(
+  'task_steps',
+  {
+    id: bigserial('id', { mode: 'number' }).primaryKey(),
+    taskId: uuid('task_id')
+      .notNull()
+      .references(() => tasks.id),
+    /** Position within the task (1, 2, …); with the task id, the step's idempotency key. */
+    seq: integer('seq').notNull(),
+    name: text('name').notNull(),
+    resource: text('resource').notNull(),
+    tenantId: text('tenant_id').notNull(),
+    priority: smallint('priority').notNull(),
+    status: text('status').notNull(),
+    input: jsonb('input').$type<Json>().notNull(),
+    /** The task attempt this step belongs to. */
+    taskAttempt: integer('task_attempt').notNull().default(1),
+    /** How many times this step was started on an executor. */
+    attempts: integer('attempts').notNull().default(0),
+    /** How many times this step was published; part of the message id, so re-dispatch is new. */
+    dispatchCount: integer('dispatch_count').notNull().default(0),
+    dueAt: timestamp('due_at', { withTimezone: true }).notNull().defaultNow(),
+    dispatchedAt: timestamp('dispatched_at', { withTimezone: true }),
+    /** JetStream stream sequence of the latest dispatch message. */
+    publishSeq: bigint('publish_seq', { mode: 'number' }),
+    startedAt: timestamp('started_at', { withTimezone: true }),
+    heartbeatAt: timestamp('heartbeat_at', { withTimezone: true }),
+    finishedAt: timestamp('finished_at', { withTimezone: true }),
+    /** What the step asked for next, recorded by the executor before it acknowledges. */
+    outcome: jsonb('outcome').$type<StepOutcome>(),
+    /** When the scheduler turned the outcome into the task's next transition. */
+    outcomeAppliedAt: timestamp('outcome_applied_at', { withTimezone: true }),
+    createdAt: createdAt(),
+  },
+  (t) => [
+    uniqueIndex('task_steps_task_seq_uq').on(t.taskId, t.seq),
+    index('task_steps_ready_idx')
+      .on(t.priority, t.dueAt, t.id)
+      .where(sql`${t.status} = 'ready'`),
+    index('task_steps_unapplied_idx')
+      .on(t.id)
+      .where(sql`${t.outcome} is not null and ${t.outcomeAppliedAt} is null`),
+    check('task_steps_priority_ck', sql`${t.priority} between 0 and 3`),
+  ],
+);
+
+/**
+ * The history of every task: transitions (with from/to states) and other facts such as step
+ * progress, with a per-task sequence. Written in the same transaction as the change it records;
+ * the event relay publishes unpublished rows in `id` order.
+ */
+export const taskEvents = pgTable(
+  'task_events',
+  {
+    id: bigserial('id', { mode: 'number' }).primaryKey(),
+    taskId: uuid('task_id')
+      .notNull()
+      .references(() => tasks.id),
+    tenantId: text('tenant_id').notNull(),
+    seq: integer('seq').notNull(),
+    type: text('type').notNull(),
+    fromStatus: text('from_status'),
+    toStatus: text('to_status'),
+    step: text('step'),
+    data: jsonb('data').$type<Record<string, Json>>(),
+    createdAt: createdAt(),
+    publishedAt: timestamp('published_at', { withTimezone: true }),
+  },
+  (t) => [
+    uniqueIndex('task_events_task_seq_uq').on(t.taskId, t.seq),
+    index('task_events_unpublished_idx')
+      .on(t.id)
+      .where(sql`${t.publishedAt} is null`),
+  ],
+);
+
+/**
+ * Leader epochs: a monotonic number per role, incremented by every new leader, so a deposed leader's
+ * late writes can be recognised and refused (fencing). Kept in Postgres because it must survive the
+ * loss of JetStream's store.
+ */
+export const leaderEpochs = pgTable('leader_epochs', {
+  role: text('role').primaryKey(),
+  epoch: bigint('epoch', { mode: 'number' }).notNull(),
+  holder: text('holder').notNull(),
+  updatedAt: timestamp('updated_at', { withTimezone: true }).notNull().defaultNow(),
+});

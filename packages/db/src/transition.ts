@@ -1,0 +1,204 @@
+/**
+ * The one transition function. Every change of a task's state, whoever asks for it, goes through
+ * here: the transition table of `core` decides, then a conditional update
+ * (`WHERE status = ANY(allowed) AND version = seen`) changes the row and an event row with the next
+ * per-task sequence records it — in the caller's transaction, so the change, the event and whatever
+ * else the caller writes commit together or not at all.
+ */
+import { and, eq, inArray, sql } from 'drizzle-orm';
+import {
+  allowedSourceStatuses,
+  decideTransition,
+  isFinalStatus,
+  isTaskStatus,
+  type Json,
+  type SerializedStepError,
+  type TaskEvent,
+  type TaskMachineState,
+  type TaskStatus,
+} from '@sluice/core';
+import type { Database, Executor } from './client.js';
+import { taskEvents, tasks } from './schema.js';
+
+/** One requested transition. */
+export interface TransitionRequest {
+  readonly taskId: string;
+  /** When set, the task must belong to this tenant; another tenant's task is "not found". */
+  readonly tenantId?: string;
+  readonly event: TaskEvent;
+  /** The step the event is about, recorded on the event. */
+  readonly step?: string | null;
+  /** Extra facts for the event row (comment, reason, error …). */
+  readonly data?: Record<string, Json>;
+  /** Columns to change together with the state. */
+  readonly patch?: TransitionPatch;
+}
+
+/** Task columns a transition may change besides its state. */
+export interface TransitionPatch {
+  readonly currentStep?: string | null;
+  readonly error?: SerializedStepError | null;
+  readonly output?: Json;
+}
+
+/** The outcome of one request. */
+export type TransitionResult =
+  | {
+      readonly ok: true;
+      readonly taskId: string;
+      readonly tenantId: string;
+      readonly from: TaskMachineState;
+      readonly to: TaskMachineState;
+      /** The sequence number of the recorded event. */
+      readonly seq: number;
+    }
+  | {
+      readonly ok: false;
+      readonly taskId: string;
+      /** `not_found`: no such task (for this tenant); `refused`: the table does not allow it. */
+      readonly code: 'not_found' | 'refused';
+      readonly reason: string;
+    };
+
+/**
+ * How often a transition re-reads the task after a concurrent change moved its version. A conflict
+ * means someone else changed the task between our read and our update; re-deciding on the new state
+ * gives exactly one winner when the two are incompatible, and lets both apply when they are not.
+ */
+const MAX_CONFLICT_RETRIES = 5;
+
+/**
+ * Applies one transition inside `executor` (a transaction, or the pool for a single statement
+ * pair — prefer a transaction). Never throws for a refused transition; throws only on database
+ * errors.
+ */
+export async function applyTransition(
+  executor: Executor,
+  request: TransitionRequest,
+): Promise<TransitionResult> {
+  const allowed = allowedSourceStatuses(request.event);
+  for (let tries = 0; tries <= MAX_CONFLICT_RETRIES; tries++) {
+    const current = await readMachineState(executor, request);
+    if (!current) {
+      return { ok: false, taskId: request.taskId, code: 'not_found', reason: 'task not found' };
+    }
+    const decision = decideTransition(current.state, request.event);
+    if (!decision.ok) {
+      return { ok: false, taskId: request.taskId, code: 'refused', reason: decision.reason };
+    }
+    const to = decision.to;
+    const toStatus = to.status as TaskStatus;
+    const becameFinal = isFinalStatus(toStatus);
+    const patch = request.patch ?? {};
+    const updated = await executor
+      .update(tasks)
+      .set({
+        status: toStatus,
+        cancelRequested: to.cancelRequested,
+        pauseRequested: to.pauseRequested,
+        approvalPending: to.approvalPending,
+        version: sql`${tasks.version} + 1`,
+        lastEventSeq: sql`${tasks.lastEventSeq} + 1`,
+        attempt: sql`${tasks.attempt} + ${decision.attemptIncrement}`,
+        updatedAt: sql`now()`,
+        ...(request.event.type === 'start'
+          ? { startedAt: sql`coalesce(${tasks.startedAt}, now())` }
+          : {}),
+        ...(becameFinal ? { finishedAt: sql`now()` } : { finishedAt: null }),
+        ...(request.event.type === 'retry' ? { error: null, output: null } : {}),
+        ...('currentStep' in patch ? { currentStep: patch.currentStep } : {}),
+        ...('error' in patch ? { error: patch.error } : {}),
+        ...('output' in patch ? { output: patch.output } : {}),
+      })
+      .where(
+        and(
+          eq(tasks.id, request.taskId),
+          eq(tasks.version, current.version),
+          inArray(tasks.status, allowed),
+        ),
+      )
+      .returning({ seq: tasks.lastEventSeq, tenantId: tasks.tenantId });
+    const row = updated[0];
+    if (!row) continue; // a concurrent change moved the version: decide again on the new state
+    await executor.insert(taskEvents).values({
+      taskId: request.taskId,
+      tenantId: row.tenantId,
+      seq: row.seq,
+      type: request.event.type,
+      fromStatus: current.state.status,
+      toStatus,
+      step: request.step ?? null,
+      data: eventData(request),
+    });
+    return {
+      ok: true,
+      taskId: request.taskId,
+      tenantId: row.tenantId,
+      from: current.state,
+      to,
+      seq: row.seq,
+    };
+  }
+  return {
+    ok: false,
+    taskId: request.taskId,
+    code: 'refused',
+    reason: 'the task kept changing concurrently; try again',
+  };
+}
+
+/**
+ * Applies several transitions in one transaction and one commit (the batched hot path of the
+ * scheduler). Each result says whether its request applied; a refused request does not undo the
+ * others.
+ */
+export async function applyTransitions(
+  db: Database,
+  requests: readonly TransitionRequest[],
+): Promise<TransitionResult[]> {
+  if (requests.length === 0) return [];
+  return db.transaction(async (tx) => {
+    const results: TransitionResult[] = [];
+    for (const request of requests) results.push(await applyTransition(tx, request));
+    return results;
+  });
+}
+
+function eventData(request: TransitionRequest): Record<string, Json> | null {
+  const data: Record<string, Json> = { ...(request.data ?? {}) };
+  if (request.event.type === 'approval_timeout') data['on_timeout'] = request.event.onTimeout;
+  return Object.keys(data).length > 0 ? data : null;
+}
+
+async function readMachineState(
+  executor: Executor,
+  request: TransitionRequest,
+): Promise<{ state: TaskMachineState; version: number } | undefined> {
+  const rows = await executor
+    .select({
+      status: tasks.status,
+      cancelRequested: tasks.cancelRequested,
+      pauseRequested: tasks.pauseRequested,
+      approvalPending: tasks.approvalPending,
+      version: tasks.version,
+    })
+    .from(tasks)
+    .where(
+      request.tenantId === undefined
+        ? eq(tasks.id, request.taskId)
+        : and(eq(tasks.id, request.taskId), eq(tasks.tenantId, request.tenantId)),
+    );
+  const row = rows[0];
+  if (!row) return undefined;
+  if (!isTaskStatus(row.status))
+    throw new Error(`task ${request.taskId} has unknown status ${row.status}`);
+  return {
+    state: {
+      status: row.status,
+      cancelRequested: row.cancelRequested,
+      pauseRequested: row.pauseRequested,
+      approvalPending: row.approvalPending,
+    },
+    version: row.version,
+  };
+}

@@ -1,0 +1,108 @@
+/**
+ * Configuration from environment variables, validated at start. Each service declares which
+ * variables it reads with a zod schema per variable; a bad value stops the service with one line
+ * naming the variable.
+ */
+import { z } from 'zod';
+import { prefixProblem } from '@sluice/core';
+import { LOG_LEVELS } from '@sluice/telemetry';
+
+/** A variable's schema (the raw value is a string or undefined). */
+export type EnvSchema = Record<string, z.ZodType>;
+
+/** The parsed configuration of a schema. */
+export type EnvConfig<S extends EnvSchema> = { [K in keyof S]: z.output<S[K]> };
+
+/** Thrown by {@link loadEnvConfig}; its message is the one line to print. */
+export class ConfigError extends Error {
+  override readonly name = 'ConfigError';
+  constructor(
+    readonly variable: string,
+    problem: string,
+  ) {
+    super(`configuration error: ${variable}: ${problem}`);
+  }
+}
+
+/**
+ * Parses `env` with `schema`, whose keys are the variable names. Throws a {@link ConfigError} for the
+ * first variable that is invalid.
+ */
+export function loadEnvConfig<S extends EnvSchema>(
+  schema: S,
+  env: Record<string, string | undefined> = process.env,
+): EnvConfig<S> {
+  const config: Record<string, unknown> = {};
+  for (const [variable, variableSchema] of Object.entries(schema)) {
+    const raw = env[variable];
+    const parsed = variableSchema.safeParse(raw === '' ? undefined : raw);
+    if (!parsed.success) {
+      const issue = parsed.error.issues[0];
+      throw new ConfigError(variable, issue ? issue.message : 'invalid value');
+    }
+    config[variable] = parsed.data;
+  }
+  return config as EnvConfig<S>;
+}
+
+/** A URL with one of the given protocols. */
+export function urlVar(protocols: readonly string[], fallback?: string) {
+  const schema = z.string().refine(
+    (value) => {
+      try {
+        return protocols.includes(new URL(value).protocol);
+      } catch {
+        return false;
+      }
+    },
+    { message: `must be a URL with protocol ${protocols.join(' or ')}` },
+  );
+  return fallback === undefined ? schema : schema.default(fallback);
+}
+
+/** A whole number in [min, max], given as decimal text. */
+export function intVar(fallback: number, min: number, max: number) {
+  return z
+    .string()
+    .default(String(fallback))
+    .refine((value) => /^-?\d+$/.test(value.trim()), { message: 'must be a whole number' })
+    .transform((value) => Number(value.trim()))
+    .refine((value) => value >= min && value <= max, {
+      message: `must be between ${min} and ${max}`,
+    });
+}
+
+/** One of a fixed set of words. */
+export function enumVar<const T extends readonly [string, ...string[]]>(
+  values: T,
+  fallback: T[number],
+) {
+  return z.enum(values, { message: `must be one of ${values.join(', ')}` }).default(fallback);
+}
+
+/** A non-empty string. */
+export function stringVar(fallback?: string) {
+  const schema = z.string().min(1, { message: 'must not be empty' });
+  return fallback === undefined ? schema : schema.default(fallback);
+}
+
+/** The name prefix of every subject, stream and bucket (`sluice` unless a test isolates itself). */
+export function prefixVar() {
+  return z
+    .string()
+    .default('sluice')
+    .superRefine((value, ctx) => {
+      const problem = prefixProblem(value);
+      if (problem) ctx.addIssue({ code: 'custom', message: problem });
+    });
+}
+
+/** The variables every service reads. */
+export const COMMON_ENV = {
+  NATS_URL: urlVar(['nats:', 'tls:', 'ws:', 'wss:'], 'nats://127.0.0.1:4222'),
+  DATABASE_URL: urlVar(['postgres:', 'postgresql:'], 'postgres://postgres@127.0.0.1:5432/sluice'),
+  SLUICE_PREFIX: prefixVar(),
+  SLUICE_LOG_LEVEL: enumVar(LOG_LEVELS, 'info'),
+  /** Port of the Prometheus `/metrics` endpoint; 0 picks a free one. */
+  SLUICE_METRICS_PORT: intVar(0, 0, 65_535),
+} satisfies EnvSchema;

@@ -1,0 +1,29 @@
+/**
+ * `@sluice/runtime` — what every Sluice service's entry point shares: configuration from the
+ * environment, the process lifecycle and loop timing.
+ *
+ * @example
+ * ```ts
+ * import { COMMON_ENV, loadEnvConfig, runService } from '@sluice/runtime';
+ * runService('scheduler', async () => {
+ *   const config = loadEnvConfig({ ...COMMON_ENV });
+ *   const app = createScheduler(config);
+ *   await app.start();
+ *   return app;
+ * });
+ * ```
+ */
+export {
+  COMMON_ENV,
+  ConfigError,
+  enumVar,
+  intVar,
+  loadEnvConfig,
+  prefixVar,
+  stringVar,
+  urlVar,
+} from './config.js';
+export type { EnvConfig, EnvSchema } from './config.js';
+export { EXIT_CONFIG, runService } from './run-service.js';
+export type { Stoppable } from './run-service.js';
+export { Waker, withTimeout } from './timers.js';

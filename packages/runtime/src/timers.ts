@@ -1,0 +1,54 @@
+/**
+ * Small timing helpers for service loops.
+ */
+
+/**
+ * A wake-able pause: `wait(ms)` resolves after `ms` or as soon as `wake()` is called, whichever
+ * comes first. Loops use it to sleep between polls while reacting at once to wake-up messages.
+ */
+export class Waker {
+  private pending: (() => void) | undefined;
+  private woken = false;
+
+  /** Ends the current (or the next) wait now. */
+  wake(): void {
+    this.woken = true;
+    const resolve = this.pending;
+    this.pending = undefined;
+    resolve?.();
+  }
+
+  /** Waits up to `ms`, or until woken (a wake that came before the wait counts). */
+  wait(ms: number): Promise<void> {
+    if (this.woken) {
+      this.woken = false;
+      return Promise.resolve();
+    }
+    return new Promise((resolve) => {
+      const timer = setTimeout(() => {
+        this.pending = undefined;
+        resolve();
+      }, ms);
+      this.pending = () => {
+        clearTimeout(timer);
+        this.woken = false;
+        resolve();
+      };
+    });
+  }
+}
+
+/** Resolves when `promise` does, or rejects after `ms` with `message`. */
+export async function withTimeout<T>(promise: Promise<T>, ms: number, message: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    return await Promise.race([
+      promise,
+      new Promise<never>((_, reject) => {
+        timer = setTimeout(() => reject(new Error(message)), ms);
+      }),
+    ]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
