@@ -3,7 +3,7 @@ import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
-  { ignores: ['**/node_modules/**', '.sluice/**', 'scripts/*.mjs', 'eslint.config.js'] },
+  { ignores: ['**/node_modules/**', '.sluice/**'] },
   js.configs.recommended,
   ...tseslint.configs.recommendedTypeChecked,
   {
@@ -32,5 +32,16 @@ export default tseslint.config(
   {
     files: ['scripts/**/*.ts', 'test/**/*.ts', '**/*.test.ts'],
     rules: { 'no-console': 'off' },
+  },
+  {
+    // Plain JavaScript (the preparation scripts run before dependencies exist): no type information.
+    files: ['**/*.mjs', '**/*.js'],
+    ...tseslint.configs.disableTypeChecked,
+    rules: {
+      ...tseslint.configs.disableTypeChecked.rules,
+      'no-console': 'off',
+      // Node's globals (process, console, URL …); TypeScript checks names in .ts files instead.
+      'no-undef': 'off',
+    },
   },
 );

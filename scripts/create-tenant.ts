@@ -20,7 +20,8 @@ if (tenantId === undefined || positionals.length > 1) {
 
 const databaseUrl = process.env['DATABASE_URL'] ?? 'postgres://postgres@127.0.0.1:5432/sluice';
 await migrateDatabase(databaseUrl);
-const { db, close } = openDatabase(databaseUrl, { max: 1 });
+const database = openDatabase(databaseUrl, { max: 1 });
+const { db } = database;
 try {
   try {
     await createTenant(db, { id: tenantId, ...(values.name ? { name: values.name } : {}) });
@@ -36,5 +37,5 @@ try {
   console.error(isSluiceError(error) ? `error: ${error.message}` : error);
   process.exitCode = 1;
 } finally {
-  await close();
+  await database.close();
 }

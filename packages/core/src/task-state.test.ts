@@ -28,7 +28,7 @@ const ROWS: Row[] = [
   { from: 'queued', event: { type: 'start' }, to: 'running' },
   { from: 'queued', event: { type: 'cancel' }, to: 'cancelled' },
   { from: 'queued', event: { type: 'pause' }, to: 'paused' },
-  { from: 'running', event: { type: 'step_succeeded' }, to: 'running', toFlags: 'same' as never },
+  { from: 'running', event: { type: 'continue' }, to: 'running', toFlags: 'same' as never },
   { from: 'running', event: { type: 'complete' }, to: 'succeeded' },
   { from: 'running', event: { type: 'await_approval' }, to: 'waiting_approval' },
   { from: 'running', event: { type: 'fail_retryable' }, to: 'failed_retryable' },
@@ -216,7 +216,7 @@ describe('historyProblem', () => {
       historyProblem([
         { event: { type: 'create' }, toStatus: 'queued' },
         { event: { type: 'start' }, toStatus: 'running' },
-        { event: { type: 'step_succeeded' }, toStatus: 'running' },
+        { event: { type: 'continue' }, toStatus: 'running' },
         { event: { type: 'cancel' }, toStatus: 'running' },
         { event: { type: 'cancel_completed' }, toStatus: 'cancelled' },
         { event: { type: 'retry' }, toStatus: 'queued' },

@@ -49,7 +49,7 @@ export const TaskEventType = {
   /** The first step of this attempt started on an executor. */
   Start: 'start',
   /** A step succeeded and another follows (next, fan-out or join). */
-  StepSucceeded: 'step_succeeded',
+  Continue: 'continue',
   /** A step returned `complete`: the task succeeded. */
   Complete: 'complete',
   /** A step asked a person for approval. */
@@ -151,7 +151,7 @@ export function decideTransition(from: TaskMachineState, event: TaskEvent): Tran
       return refuse(from, event, 'the task exists already');
     case 'start':
       return s === 'queued' ? to('running') : refuse(from, event);
-    case 'step_succeeded':
+    case 'continue':
       if (s !== 'running') return refuse(from, event);
       return to('running', {
         cancelRequested: from.cancelRequested,

@@ -106,7 +106,7 @@ export function defineTask<Schema extends z.ZodType>(
     version: spec.version,
     description: spec.description ?? '',
     input: spec.input,
-    inputJsonSchema: z.toJSONSchema(spec.input, { io: 'input' }) as Record<string, unknown>,
+    inputJsonSchema: z.toJSONSchema(spec.input, { io: 'input' }),
     firstStep: spec.firstStep,
     steps: spec.steps,
   };

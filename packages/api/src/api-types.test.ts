@@ -1,0 +1,22 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { fromTimestamp, toTimestamp } from './api-types.js';
+
+describe('toTimestamp / fromTimestamp', () => {
+  const cases: [string, { seconds: string; nanos: number }][] = [
+    ['1970-01-01T00:00:00.000Z', { seconds: '0', nanos: 0 }],
+    ['2026-01-02T03:04:05.678Z', { seconds: '1767323045', nanos: 678_000_000 }],
+    ['1969-12-31T23:59:59.999Z', { seconds: '-1', nanos: 999_000_000 }],
+  ];
+  for (const [iso, timestamp] of cases) {
+    it(`converts ${iso}`, () => {
+      assert.deepEqual(toTimestamp(new Date(iso)), timestamp);
+      assert.equal(fromTimestamp(timestamp).toISOString(), iso);
+    });
+  }
+
+  it('rejects invalid input', () => {
+    assert.throws(() => toTimestamp(new Date('nope')), RangeError);
+    assert.throws(() => fromTimestamp({ seconds: 'x', nanos: 0 }), RangeError);
+  });
+});

@@ -1,0 +1,47 @@
+/**
+ * `@sluice/api` — the wire shapes of the gRPC API `sluice.v1`, shared by the gateway that serves
+ * it and the SDK's client that calls it.
+ *
+ * @example
+ * ```ts
+ * import { toTimestamp, type Task } from '@sluice/api';
+ * const created: Task['create_time'] = toTimestamp(new Date());
+ * ```
+ */
+export {
+  ERROR_CLASS_VALUES,
+  PRIORITY_VALUES,
+  TASK_STATUS_VALUES,
+  fromTimestamp,
+  toTimestamp,
+} from './api-types.js';
+export type {
+  ApproveTaskRequest,
+  ApproveTaskResponse,
+  CancelTaskRequest,
+  CancelTaskResponse,
+  CreateTaskRequest,
+  CreateTaskResponse,
+  ErrorClass,
+  GetTaskRequest,
+  GetTaskResponse,
+  ListTasksRequest,
+  ListTasksResponse,
+  PauseTaskRequest,
+  PauseTaskResponse,
+  Priority,
+  ReceivedEnum,
+  ResumeTaskRequest,
+  ResumeTaskResponse,
+  RetryTaskRequest,
+  RetryTaskResponse,
+  Task,
+  TaskError,
+  TaskEvent,
+  TaskStatus,
+  Timestamp,
+  WatchTaskRequest,
+  WatchTaskResponse,
+} from './api-types.js';
+export { PROTO_LOADER_OPTIONS } from './proto-loader-options.js';
+export { PROTO_ROOT, TASK_SERVICE_PROTO } from './proto-files.js';

@@ -1,0 +1,20 @@
+/**
+ * `@sluice/db/testing` — fixtures for tests that need PostgreSQL: a fresh database per test (cloned
+ * from a migrated template for speed) on the run's server, and private clusters for fault tests.
+ *
+ * @example
+ * ```ts
+ * const template = await migratedTemplate(migrateDatabase);
+ * await using db = await createTestDatabase({ template });
+ * const handle = openDatabase(db.url);
+ * ```
+ */
+export { adminDatabaseUrl, databaseUrlFor } from './admin-url.js';
+export { createTestDatabase, migratedTemplate } from './test-database.js';
+export type {
+  CreateTestDatabaseOptions,
+  MigratedTemplateOptions,
+  TestDatabase,
+} from './test-database.js';
+export { startPostgresServer } from './postgres-server.js';
+export type { PostgresServer, StartPostgresServerOptions } from './postgres-server.js';

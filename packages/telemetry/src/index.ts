@@ -1,0 +1,65 @@
+/**
+ * `@sluice/telemetry`: logs, traces and metrics, named in one place.
+ *
+ * Libraries use only `withSpan`, the `ATTR_*` names and the trace-context helpers (all on
+ * `@opentelemetry/api`); a service's `main.ts` starts the SDK and the metrics endpoint.
+ *
+ * @example
+ * ```ts
+ * import {
+ *   ATTR_TASK_ID, createLogger, createMetrics, startMetricsServer, startTracing, withSpan,
+ * } from '@sluice/telemetry';
+ *
+ * const log = createLogger({ service: 'scheduler', level: 'info' });
+ * const tracing = startTracing({ serviceName: 'scheduler' });
+ * const metrics = createMetrics();
+ * const server = await startMetricsServer({ port: 9464, registry: metrics.registry });
+ *
+ * const tracer = tracing.tracer('@sluice/scheduler');
+ * await withSpan(tracer, 'scheduler.dispatch', { [ATTR_TASK_ID]: taskId }, async () => {
+ *   metrics.stepsDispatched.inc({ resource: 'llm', priority: 'P1' });
+ *   log.info({ task_id: taskId }, 'step dispatched'); // carries trace_id and span_id
+ * });
+ *
+ * await server.stop();
+ * await tracing.shutdown();
+ * ```
+ *
+ * @packageDocumentation
+ */
+export {
+  ATTR_PRIORITY,
+  ATTR_RESOURCE,
+  ATTR_STEP,
+  ATTR_TASK_ID,
+  ATTR_TASK_TYPE,
+  ATTR_TENANT,
+} from './attributes.js';
+export {
+  DEFAULT_LOG_LEVEL,
+  LOG_LEVELS,
+  REDACTED,
+  REDACTED_PATHS,
+  createLogger,
+  isLogLevel,
+} from './logger.js';
+export type { LogLevel, Logger, LoggerOptions } from './logger.js';
+export {
+  APPROVAL_WAIT_BUCKETS_SECONDS,
+  GRPC_DURATION_BUCKETS_SECONDS,
+  METRIC_DEFINITIONS,
+  RUN_TIME_BUCKETS_SECONDS,
+  WAIT_TIME_BUCKETS_SECONDS,
+  createMetrics,
+} from './metrics.js';
+export type { MetricDefinition, MetricKey, MetricLabels, Metrics } from './metrics.js';
+export { DEFAULT_METRICS_HOST, startMetricsServer } from './metrics-server.js';
+export type { MetricsServer, MetricsServerOptions } from './metrics-server.js';
+export {
+  contextFromTraceparent,
+  startTracing,
+  traceIdOf,
+  traceparentOfActiveSpan,
+  withSpan,
+} from './tracing.js';
+export type { Tracing, TracingOptions } from './tracing.js';

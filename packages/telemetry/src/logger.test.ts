@@ -1,0 +1,123 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import type { DestinationStream } from 'pino';
+import { REDACTED, createLogger } from './logger.js';
+import type { LogLevel } from './logger.js';
+import { startTracing, withSpan } from './tracing.js';
+import type { Tracing } from './tracing.js';
+
+/** A destination that keeps each written line, parsed. */
+function capture(): { destination: DestinationStream; lines: string[]; records: () => unknown[] } {
+  const lines: string[] = [];
+  return {
+    destination: { write: (line: string) => void lines.push(line) },
+    lines,
+    records: () => lines.map((line) => JSON.parse(line) as unknown),
+  };
+}
+
+function only(records: unknown[]): Record<string, unknown> {
+  assert.equal(records.length, 1, 'expected exactly one log line');
+  const [record] = records;
+  assert.ok(typeof record === 'object' && record !== null);
+  return record as Record<string, unknown>;
+}
+
+const SECRET = 'sk-very-secret-value-1234';
+
+describe('createLogger', () => {
+  it('writes JSON lines with the service, a level label and the message', () => {
+    const out = capture();
+    const log = createLogger({ service: 'scheduler', level: 'info', destination: out.destination });
+    log.info({ task_id: 't-1' }, 'step done');
+    log.debug('below the level');
+    const record = only(out.records());
+    assert.equal(record.service, 'scheduler');
+    assert.equal(record.level, 'info');
+    assert.equal(record.msg, 'step done');
+    assert.equal(record.task_id, 't-1');
+    assert.equal(typeof record.time, 'string');
+  });
+
+  const secretFields: Array<[string, Record<string, unknown>]> = [
+    ['authorization', { authorization: `Bearer ${SECRET}` }],
+    ['Authorization', { Authorization: `Bearer ${SECRET}` }],
+    ['api_key', { api_key: SECRET }],
+    ['apiKey', { apiKey: SECRET }],
+    ['key', { key: SECRET }],
+    ['password', { password: SECRET }],
+    ['llm_api_key', { llm_api_key: SECRET }],
+    ['x-api-key', { 'x-api-key': SECRET }],
+    ['headers.authorization', { headers: { authorization: `Bearer ${SECRET}` } }],
+    ['headers.x-api-key', { headers: { 'x-api-key': SECRET } }],
+    ['config.llm_api_key', { config: { llm_api_key: SECRET, model: 'gpt' } }],
+    ['client.apiKey', { client: { apiKey: SECRET } }],
+    ['db.password', { db: { password: SECRET } }],
+    ['req.headers.authorization', { req: { headers: { authorization: `Bearer ${SECRET}` } } }],
+  ];
+  for (const [field, fields] of secretFields) {
+    it(`never writes a secret in ${field}`, () => {
+      const out = capture();
+      const log = createLogger({ service: 'gateway', destination: out.destination });
+      log.info(fields, 'calling upstream');
+      log.child({ task_id: 't-2' }).warn(fields, 'again from a child logger');
+      assert.equal(out.lines.length, 2);
+      for (const line of out.lines) {
+        assert.ok(!line.includes(SECRET), `secret leaked: ${line}`);
+        assert.ok(line.includes(REDACTED), `no censor mark: ${line}`);
+      }
+    });
+  }
+
+  it('keeps fields that are not secrets', () => {
+    const out = capture();
+    const log = createLogger({ service: 'gateway', destination: out.destination });
+    log.info({ config: { model: 'gpt-test' }, headers: { 'content-type': 'json' } }, 'x');
+    const record = only(out.records());
+    assert.deepEqual(record.config, { model: 'gpt-test' });
+    assert.deepEqual(record.headers, { 'content-type': 'json' });
+  });
+
+  it('refuses an unknown level and an empty service name', () => {
+    assert.throws(
+      () => createLogger({ service: 'x', level: 'verbose' as LogLevel }),
+      (error: unknown) => error instanceof RangeError && /verbose/.test(error.message),
+    );
+    assert.throws(() => createLogger({ service: '' }), RangeError);
+  });
+
+  it('writes nothing at level silent', () => {
+    const out = capture();
+    createLogger({ service: 's', level: 'silent', destination: out.destination }).fatal('x');
+    assert.equal(out.lines.length, 0);
+  });
+});
+
+describe('createLogger inside a span', () => {
+  let tracing: Tracing;
+  before(() => {
+    tracing = startTracing({ serviceName: 'logger-test' });
+  });
+  after(() => tracing.shutdown());
+
+  it('adds the trace_id and span_id of the active span, and none outside', async () => {
+    const out = capture();
+    const log = createLogger({ service: 'executor', destination: out.destination });
+    const ids = await withSpan(tracing.tracer('test'), 'work', {}, async (span) => {
+      // Across an await, to show the ids follow the async context rather than the call stack.
+      await new Promise((resolve) => setImmediate(resolve));
+      log.child({ task_id: 't-3' }).info('inside');
+      return span.spanContext();
+    });
+    log.info('outside');
+
+    const [inside, outside] = out.records() as Array<Record<string, unknown>>;
+    assert.equal(inside?.trace_id, ids.traceId);
+    assert.equal(inside?.span_id, ids.spanId);
+    assert.match(String(inside?.trace_id), /^[0-9a-f]{32}$/);
+    assert.equal(inside?.task_id, 't-3');
+    assert.equal(outside?.msg, 'outside');
+    assert.ok(!('trace_id' in (outside ?? {})));
+    assert.ok(!('span_id' in (outside ?? {})));
+  });
+});

@@ -1,0 +1,102 @@
+/**
+ * The pino logger factory every service uses.
+ *
+ * One JSON object per line on stdout: `level` as a label, an ISO `time`, the `service` name, and
+ * the `trace_id` / `span_id` of the active span so a log line leads straight to its trace. Fields
+ * that may hold secrets are censored before the line is written.
+ */
+import { hostname } from 'node:os';
+import { context, isSpanContextValid, trace } from '@opentelemetry/api';
+import { pino } from 'pino';
+import type { DestinationStream, Logger as PinoLogger } from 'pino';
+
+/** A Sluice logger: pino's, so `child`, `isLevelEnabled` and the level methods are all there. */
+export type Logger = PinoLogger;
+
+/** The accepted log levels, most to least severe; `silent` turns logging off. */
+export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
+
+/** One of {@link LOG_LEVELS}. */
+export type LogLevel = (typeof LOG_LEVELS)[number];
+
+/** The level used when none is given. */
+export const DEFAULT_LOG_LEVEL: LogLevel = 'info';
+
+/** The text written in place of a redacted value. */
+export const REDACTED = '[redacted]';
+
+const SECRET_KEYS = [
+  'authorization',
+  'Authorization',
+  'api_key',
+  'apiKey',
+  'key',
+  'password',
+  'llm_api_key',
+  '["x-api-key"]',
+] as const;
+
+/**
+ * The paths pino censors: each secret key at the top level of the logged object and one level
+ * down (`{ headers: { authorization } }`, `{ config: { llm_api_key } }`), plus the headers of a
+ * logged request or response object (`{ req: { headers: { authorization } } }`).
+ *
+ * Redaction covers logged objects only: never interpolate a secret into the message string.
+ */
+export const REDACTED_PATHS: readonly string[] = [
+  ...SECRET_KEYS,
+  ...SECRET_KEYS.map((key) => (key.startsWith('[') ? `*${key}` : `*.${key}`)),
+  ...SECRET_KEYS.map((key) => (key.startsWith('[') ? `*.headers${key}` : `*.headers.${key}`)),
+];
+
+/** Options of {@link createLogger}. */
+export interface LoggerOptions {
+  /** The service name bound to every line as `service`, e.g. `scheduler`. */
+  service: string;
+  /** The minimum level written; default {@link DEFAULT_LOG_LEVEL}. */
+  level?: LogLevel;
+  /** Where lines go; default stdout. Tests pass a stream to read what was logged. */
+  destination?: DestinationStream;
+}
+
+/** Whether `value` is one of {@link LOG_LEVELS}; use it to validate configuration. */
+export function isLogLevel(value: unknown): value is LogLevel {
+  return typeof value === 'string' && (LOG_LEVELS as readonly string[]).includes(value);
+}
+
+/**
+ * Creates the root logger of a service. Bind ids with child loggers
+ * (`log.child({ task_id })`), log objects first and the message second, errors as `{ err }`.
+ *
+ * @throws RangeError when `level` is not one of {@link LOG_LEVELS} or `service` is empty.
+ */
+export function createLogger(options: LoggerOptions): Logger {
+  const level: unknown = options.level ?? DEFAULT_LOG_LEVEL;
+  if (!isLogLevel(level)) {
+    throw new RangeError(`log level "${String(level)}" is not one of ${LOG_LEVELS.join(', ')}`);
+  }
+  if (options.service.length === 0) throw new RangeError('logger service name is required');
+
+  return pino(
+    {
+      level,
+      base: { service: options.service, pid: process.pid, hostname: hostname() },
+      timestamp: pino.stdTimeFunctions.isoTime,
+      // Labels read better than pino's numbers for people and log shippers alike.
+      formatters: { level: (label) => ({ level: label }) },
+      mixin: activeTraceIds,
+      redact: { paths: [...REDACTED_PATHS], censor: REDACTED },
+    },
+    options.destination,
+  );
+}
+
+/**
+ * The ids of the active span, or nothing outside a span. A fresh object each call: pino merges
+ * the log call's fields into what the mixin returns.
+ */
+function activeTraceIds(): { trace_id?: string; span_id?: string } {
+  const spanContext = trace.getSpanContext(context.active());
+  if (spanContext === undefined || !isSpanContextValid(spanContext)) return {};
+  return { trace_id: spanContext.traceId, span_id: spanContext.spanId };
+}

@@ -1,0 +1,178 @@
+/**
+ * Tracing: the SDK setup a service's `main.ts` calls once, and the helpers libraries use.
+ *
+ * Only {@link startTracing} touches the SDK; everything else goes through `@opentelemetry/api`, so
+ * a library that calls {@link withSpan} or {@link traceparentOfActiveSpan} works (as a no-op) in a
+ * process that never started tracing, such as a unit test.
+ *
+ * One task is one trace, even across hours of waiting: the gateway stores the `traceparent` of its
+ * create span on the task row ({@link traceparentOfActiveSpan}) and whoever works on the task later
+ * continues that trace from it ({@link contextFromTraceparent}).
+ */
+import {
+  ProxyTracerProvider,
+  ROOT_CONTEXT,
+  SpanStatusCode,
+  context,
+  defaultTextMapGetter,
+  defaultTextMapSetter,
+  isValidSpanId,
+  isValidTraceId,
+  propagation,
+  trace,
+} from '@opentelemetry/api';
+import type { Attributes, Context, Span, Tracer } from '@opentelemetry/api';
+import { W3CTraceContextPropagator } from '@opentelemetry/core';
+import { resourceFromAttributes } from '@opentelemetry/resources';
+import type { SpanProcessor } from '@opentelemetry/sdk-trace-base';
+import { NodeTracerProvider } from '@opentelemetry/sdk-trace-node';
+import { ATTR_SERVICE_NAME, ATTR_SERVICE_VERSION } from '@opentelemetry/semantic-conventions';
+
+/** Options of {@link startTracing}. */
+export interface TracingOptions {
+  /** The `service.name` resource attribute, e.g. `gateway`; how Jaeger groups the spans. */
+  serviceName: string;
+  /** The `service.version` resource attribute; omitted when not given. */
+  serviceVersion?: string;
+  /**
+   * Where finished spans go, in order. None by default: spans are still created, sampled and
+   * propagated (so ids reach logs, messages and task rows), but nothing leaves the process.
+   * Exporting is added here, e.g. a `BatchSpanProcessor` around an OTLP exporter.
+   */
+  spanProcessors?: readonly SpanProcessor[];
+}
+
+/** The running tracing SDK of a process, returned by {@link startTracing}. */
+export interface Tracing {
+  /** A tracer named after the instrumented module, e.g. `@sluice/scheduler`. */
+  tracer(name: string, version?: string): Tracer;
+  /**
+   * Flushes and shuts down the span processors and unregisters the global provider, context
+   * manager and propagator, so tracing can be started again in the same process. Idempotent.
+   */
+  shutdown(): Promise<void>;
+}
+
+/**
+ * Starts the tracing SDK of this process and registers it with `@opentelemetry/api`: a
+ * `NodeTracerProvider`, the W3C trace-context propagator, and the provider's default context
+ * manager, which keeps the active span in `AsyncLocalStorage` across `await`s.
+ *
+ * No exporter yet: OTLP export (readable in Jaeger) comes with the observability issue, through
+ * {@link TracingOptions.spanProcessors}. Call once, from a service's `main.ts`.
+ *
+ * @throws Error when tracing is already started in this process (shut the other one down first).
+ */
+export function startTracing(options: TracingOptions): Tracing {
+  const provider = new NodeTracerProvider({
+    resource: resourceFromAttributes({
+      [ATTR_SERVICE_NAME]: options.serviceName,
+      ...(options.serviceVersion === undefined
+        ? {}
+        : { [ATTR_SERVICE_VERSION]: options.serviceVersion }),
+    }),
+    spanProcessors: [...(options.spanProcessors ?? [])],
+  });
+  // `contextManager: undefined` asks for the default, AsyncLocalStorageContextManager.
+  provider.register({ propagator: new W3CTraceContextPropagator(), contextManager: undefined });
+
+  // The API refuses a second global provider without throwing; make that mistake loud.
+  if (!isGlobalProvider(provider)) {
+    // Nothing was registered; release the processors we were handed. Their errors are moot.
+    provider.shutdown().catch(() => undefined);
+    throw new Error('tracing is already started in this process');
+  }
+
+  let stopping: Promise<void> | undefined;
+  return {
+    tracer: (name, version) => provider.getTracer(name, version),
+    shutdown: () => {
+      stopping ??= (async () => {
+        if (isGlobalProvider(provider)) {
+          trace.disable();
+          context.disable();
+          propagation.disable();
+        }
+        await provider.shutdown();
+      })();
+      return stopping;
+    },
+  };
+}
+
+function isGlobalProvider(provider: NodeTracerProvider): boolean {
+  const global = trace.getTracerProvider();
+  return global instanceof ProxyTracerProvider && global.getDelegate() === provider;
+}
+
+/**
+ * Runs `fn` inside a new span that is active for its duration (child of the active span, if any).
+ * An exception is recorded on the span, which gets ERROR status, and rethrown; the span ends in
+ * every case.
+ *
+ * @param tracer from {@link Tracing.tracer}, or `trace.getTracer(name)` in a library.
+ * @param name what the span does, e.g. `scheduler.claim`.
+ * @param attributes set at the start, so samplers see them; use the `ATTR_*` names.
+ * @param fn receives the span to add events or attributes to.
+ * @returns what `fn` returns.
+ */
+export async function withSpan<T>(
+  tracer: Tracer,
+  name: string,
+  attributes: Attributes,
+  fn: (span: Span) => Promise<T> | T,
+): Promise<T> {
+  return tracer.startActiveSpan(name, { attributes }, async (span) => {
+    try {
+      return await fn(span);
+    } catch (error) {
+      span.recordException(error instanceof Error ? error : String(error));
+      span.setStatus({
+        code: SpanStatusCode.ERROR,
+        message: error instanceof Error ? error.message : String(error),
+      });
+      throw error;
+    } finally {
+      span.end();
+    }
+  });
+}
+
+/**
+ * The W3C `traceparent` of the active span (`00-<trace id>-<span id>-<flags>`), to store on a task
+ * row or send along; `undefined` outside a span or when tracing is not started. Only the
+ * `traceparent` is kept: Sluice puts nothing in `tracestate` or baggage.
+ */
+export function traceparentOfActiveSpan(): string | undefined {
+  const carrier: Record<string, string> = {};
+  propagation.inject(context.active(), carrier, defaultTextMapSetter);
+  return carrier.traceparent;
+}
+
+/**
+ * A context whose parent is the span a stored `traceparent` names, so spans started in it (e.g.
+ * with `context.with(ctx, () => withSpan(...))`) continue that trace. A malformed traceparent
+ * gives a context without a parent span, so the work starts a new trace rather than failing.
+ *
+ * @param base the context to add the parent to; default the root context, so whatever happens to
+ *   be active does not leak into the continued trace.
+ */
+export function contextFromTraceparent(traceparent: string, base: Context = ROOT_CONTEXT): Context {
+  return propagation.extract(base, { traceparent }, defaultTextMapGetter);
+}
+
+const TRACEPARENT = /^([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})(-.*)?$/;
+
+/**
+ * The trace id inside a W3C `traceparent` (32 lower-case hex digits), what `GetTask` reports and
+ * Jaeger searches by; `undefined` when the traceparent is malformed. Pure: needs no tracing SDK.
+ */
+export function traceIdOf(traceparent: string): string | undefined {
+  const match = TRACEPARENT.exec(traceparent.trim());
+  if (match === null) return undefined;
+  const [, version, traceId, spanId, , rest] = match;
+  // Version ff is forbidden; version 00 has exactly four fields (later versions may append more).
+  if (version === 'ff' || (version === '00' && rest !== undefined)) return undefined;
+  if (traceId === undefined || spanId === undefined) return undefined;
+  return isValidTraceId(traceId) && isValidSpanId(spanId) ? traceId : undefined;
+}

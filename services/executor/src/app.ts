@@ -1,0 +1,180 @@
+/**
+ * The executor: runs the steps of one resource class. It registers the manifests of the task
+ * types it can run, pulls dispatched steps only when a local slot is free, runs them, records their
+ * outcomes in Postgres before acknowledging, and aborts steps whose task is cancelled.
+ */
+import { jetstream, jetstreamManager } from '@nats-io/jetstream';
+import type { NatsConnection, Subscription } from '@nats-io/transport-node';
+import {
+  closeNats,
+  connectNats,
+  createBusCatalog,
+  decodeMessageOf,
+  ensureStepConsumers,
+  ensureTopology,
+  isBusMessageError,
+} from '@sluice/bus';
+import { migrateDatabase, openDatabase, registerTaskType, type DatabaseHandle } from '@sluice/db';
+import {
+  createLogger,
+  createMetrics,
+  startMetricsServer,
+  type Logger,
+  type MetricsServer,
+} from '@sluice/telemetry';
+import type { ExecutorConfig } from './config.js';
+import { startPriorityPuller, type PriorityPuller } from './priority-puller.js';
+import { Slots } from './slots.js';
+import { RunningSteps, runDispatchedStep, type StepRunnerDeps } from './step-runner.js';
+import {
+  createTaskRegistry,
+  loadTaskDefinitions,
+  manifestOf,
+  usesResource,
+} from './task-registry.js';
+
+/** A started executor. */
+export interface Executor {
+  /** Port of its `/metrics` endpoint. */
+  readonly metricsPort: number;
+  stop(): Promise<void>;
+}
+
+/** How long `stop` lets running steps finish before closing connections anyway. */
+const STOP_GRACE_MS = 10_000;
+
+/** Starts an executor for `config.SLUICE_RESOURCE`. */
+export async function startExecutor(config: ExecutorConfig, log?: Logger): Promise<Executor> {
+  const resource = config.SLUICE_RESOURCE;
+  const logger =
+    log ?? createLogger({ service: `executor-${resource}`, level: config.SLUICE_LOG_LEVEL });
+  const registry = createTaskRegistry(await loadTaskDefinitions(config.SLUICE_TASK_MODULES));
+  const runnable = registry.definitions.filter((d) => usesResource(d, resource));
+  if (runnable.length === 0) {
+    logger.warn({ resource }, 'no loaded task type has a step on this resource');
+  }
+
+  await migrateDatabase(config.DATABASE_URL);
+  const database: DatabaseHandle = openDatabase(config.DATABASE_URL, {
+    applicationName: `sluice-executor-${resource}`,
+  });
+  let nc: NatsConnection | undefined;
+  let puller: PriorityPuller | undefined;
+  let cancelSubscription: Subscription | undefined;
+  let metricsServer: MetricsServer | undefined;
+  const slots = new Slots(config.SLUICE_EXECUTOR_SLOTS);
+  try {
+    for (const definition of runnable) {
+      await registerTaskType(database.db, manifestOf(definition));
+    }
+    nc = await connectNats({ url: config.NATS_URL, name: `executor-${resource}-${process.pid}` });
+    const catalog = createBusCatalog(config.SLUICE_PREFIX);
+    const jsm = await jetstreamManager(nc);
+    await ensureTopology(jsm, catalog);
+    await ensureStepConsumers(jsm, catalog, resource, {
+      ackWaitMs: config.SLUICE_ACK_WAIT_MS,
+      maxDeliver: config.SLUICE_MAX_DELIVER,
+    });
+
+    const metrics = createMetrics();
+    const running = new RunningSteps();
+    const deps: StepRunnerDeps = {
+      db: database.db,
+      nc,
+      catalog,
+      registry,
+      llm: {
+        baseUrl: config.SLUICE_LLM_BASE_URL,
+        apiKey: config.SLUICE_LLM_API_KEY,
+        model: config.SLUICE_LLM_MODEL,
+      },
+      log: logger,
+      metrics,
+      resource,
+      heartbeatMs: config.SLUICE_HEARTBEAT_MS,
+      ackWaitMs: config.SLUICE_ACK_WAIT_MS,
+      running,
+    };
+
+    cancelSubscription = nc.subscribe(catalog.subjects.cancelAll, {
+      callback: (error, message) => {
+        if (error) return logger.warn({ err: error }, 'cancel subscription failed');
+        try {
+          const request = decodeMessageOf('task.cancel', message.subject, message.data);
+          const aborted = running.cancel(request.task_id);
+          if (aborted > 0)
+            logger.info({ task_id: request.task_id, aborted }, 'aborting cancelled task');
+        } catch (decodeError) {
+          logger.warn({ err: decodeError }, 'ignored a malformed cancel request');
+        }
+      },
+    });
+
+    const utilization = () =>
+      metrics.workerUtilization.set({ resource }, slots.inUse / slots.capacity);
+    puller = await startPriorityPuller({
+      js: jetstream(nc),
+      catalog,
+      resource,
+      slots,
+      ackWaitMs: config.SLUICE_ACK_WAIT_MS,
+      log: logger,
+      handle: async (message) => {
+        utilization();
+        try {
+          const dispatch = decodeMessageOf('step.dispatch', message.subject, message.data);
+          await runDispatchedStep(deps, message, dispatch);
+        } catch (error) {
+          if (isBusMessageError(error)) {
+            // A message no executor can ever read: drop it rather than redeliver it forever.
+            logger.error(
+              { err: error, subject: message.subject },
+              'terminating a malformed step message',
+            );
+            message.term();
+          } else {
+            // Postgres or NATS trouble: hand the message back for a later attempt.
+            logger.error({ err: error }, 'step could not be processed; it will be redelivered');
+            message.nak(Math.min(config.SLUICE_ACK_WAIT_MS, 5_000));
+          }
+        } finally {
+          utilization();
+        }
+      },
+    });
+    metricsServer = await startMetricsServer({
+      port: config.SLUICE_METRICS_PORT,
+      registry: metrics.registry,
+    });
+    logger.info(
+      {
+        resource,
+        slots: slots.capacity,
+        task_types: runnable.map((d) => `${d.name}@${d.version}`),
+        metrics_port: metricsServer.port,
+      },
+      'executor started',
+    );
+  } catch (error) {
+    await puller?.stop();
+    cancelSubscription?.unsubscribe();
+    if (nc) await closeNats(nc);
+    await database.close();
+    throw error;
+  }
+
+  const started = { nc, puller, cancelSubscription, metricsServer };
+  return {
+    metricsPort: metricsServer.port,
+    async stop() {
+      logger.info('executor stopping');
+      const grace = new Promise((resolve) => setTimeout(resolve, STOP_GRACE_MS).unref());
+      await Promise.race([started.puller.stop(), grace]);
+      started.cancelSubscription.unsubscribe();
+      await started.metricsServer.stop();
+      await closeNats(started.nc);
+      await database.close();
+      logger.info('executor stopped');
+    },
+  };
+}

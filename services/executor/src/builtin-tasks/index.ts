@@ -1,0 +1,4 @@
+/**
+ * The task types every executor loads unless `SLUICE_TASK_MODULES` names others.
+ */
+export { researchBrief } from './research-brief.js';

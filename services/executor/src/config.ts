@@ -1,0 +1,62 @@
+/**
+ * Configuration of an executor, from the environment (see docs/operations.md for every variable).
+ */
+import { z } from 'zod';
+import { resourceProblem } from '@sluice/core';
+import {
+  COMMON_ENV,
+  intVar,
+  loadEnvConfig,
+  stringVar,
+  urlVar,
+  type EnvConfig,
+} from '@sluice/runtime';
+
+/** Steps one executor process runs at once unless configured. */
+export const DEFAULT_SLOTS = 8;
+/** How often running steps record a heartbeat in Postgres. */
+export const DEFAULT_HEARTBEAT_MS = 5_000;
+/** The built-in sample task types. */
+export const BUILTIN_TASK_MODULE = new URL('./builtin-tasks/index.ts', import.meta.url).href;
+
+export const EXECUTOR_ENV = {
+  ...COMMON_ENV,
+  /** The resource class this process executes (`llm`, `tool:http` …); `--resource` overrides it. */
+  SLUICE_RESOURCE: z.string().superRefine((value, ctx) => {
+    const problem = resourceProblem(value);
+    if (problem) ctx.addIssue({ code: 'custom', message: problem });
+  }),
+  SLUICE_EXECUTOR_SLOTS: intVar(DEFAULT_SLOTS, 1, 1_000),
+  /** Comma-separated modules exporting task definitions (paths or package names). */
+  SLUICE_TASK_MODULES: z
+    .string()
+    .default(BUILTIN_TASK_MODULE)
+    .transform((value) =>
+      value
+        .split(',')
+        .map((m) => m.trim())
+        .filter((m) => m.length > 0),
+    )
+    .refine((modules) => modules.length > 0, { message: 'must name at least one module' }),
+  SLUICE_LLM_BASE_URL: urlVar(['http:', 'https:'], 'http://127.0.0.1:8080/v1'),
+  SLUICE_LLM_API_KEY: z.string().optional(),
+  SLUICE_LLM_MODEL: stringVar('gpt-4o-mini'),
+  SLUICE_ACK_WAIT_MS: intVar(30_000, 1_000, 3_600_000),
+  SLUICE_MAX_DELIVER: intVar(5, 1, 100),
+  SLUICE_HEARTBEAT_MS: intVar(DEFAULT_HEARTBEAT_MS, 100, 600_000),
+};
+
+export type ExecutorConfig = EnvConfig<typeof EXECUTOR_ENV>;
+
+/** Reads the configuration; `--resource <name>` on the command line wins over SLUICE_RESOURCE. */
+export function loadExecutorConfig(
+  env: Record<string, string | undefined> = process.env,
+  argv: readonly string[] = process.argv.slice(2),
+): ExecutorConfig {
+  const flag = argv.indexOf('--resource');
+  const resource = flag >= 0 ? argv[flag + 1] : undefined;
+  return loadEnvConfig(
+    EXECUTOR_ENV,
+    resource === undefined ? env : { ...env, SLUICE_RESOURCE: resource },
+  );
+}

@@ -1,0 +1,126 @@
+/**
+ * Pulls dispatched steps of one resource from its four priority consumers and hands them to a
+ * handler only when a local slot is free, most urgent first.
+ *
+ * Each priority has its own durable consumer (JetStream work queues cannot reorder). One `consume()`
+ * per priority keeps at most one message buffered in the client and one here; whenever a slot
+ * frees, the highest priority that has a message wins. Messages that wait here for a slot are kept
+ * alive with `working()` so they do not age past the ack wait and get redelivered.
+ */
+import type { ConsumerMessages, JetStreamClient, JsMsg } from '@nats-io/jetstream';
+import { PRIORITIES, type Priority } from '@sluice/core';
+import { DEFAULT_PULL_EXPIRES_MS, type BusCatalog } from '@sluice/bus';
+import type { Logger } from '@sluice/telemetry';
+import type { Slots } from './slots.js';
+
+/** Options of {@link startPriorityPuller}. */
+export interface PriorityPullerOptions {
+  readonly js: JetStreamClient;
+  readonly catalog: BusCatalog;
+  readonly resource: string;
+  readonly slots: Slots;
+  readonly ackWaitMs: number;
+  readonly log: Logger;
+  /** Runs one message; the slot is released when it settles. Must not throw. */
+  readonly handle: (message: JsMsg, priority: Priority) => Promise<void>;
+}
+
+/** A running puller. */
+export interface PriorityPuller {
+  /** Stops pulling; buffered messages are handed back (nak) and running ones finish. */
+  stop(): Promise<void>;
+}
+
+export async function startPriorityPuller(options: PriorityPullerOptions): Promise<PriorityPuller> {
+  const { js, catalog, resource, slots, log } = options;
+  const buffers = new Map<Priority, JsMsg>();
+  let stopped = false;
+  let notify: (() => void) | undefined;
+  const signal = () => {
+    const resolve = notify;
+    notify = undefined;
+    resolve?.();
+  };
+  const changed = () => new Promise<void>((resolve) => (notify = resolve));
+  const drained = new Map<Priority, () => void>();
+
+  // Subscribe to every priority before returning, so a missing consumer fails the start.
+  const subscriptions: Array<[Priority, ConsumerMessages]> = await Promise.all(
+    PRIORITIES.map(async (priority): Promise<[Priority, ConsumerMessages]> => {
+      const name = catalog.consumers.step(resource, priority);
+      const consumer = await js.consumers.get(catalog.streams.steps, name);
+      return [
+        priority,
+        await consumer.consume({ max_messages: 1, expires: DEFAULT_PULL_EXPIRES_MS }),
+      ];
+    }),
+  );
+  const pumps = subscriptions.map(async ([priority, messages]) => {
+    for await (const message of messages) {
+      if (stopped) {
+        message.nak();
+        break;
+      }
+      buffers.set(priority, message);
+      signal();
+      // Take no more from this priority until the dispatcher has taken this one.
+      await new Promise<void>((resolve) => drained.set(priority, resolve));
+    }
+  });
+
+  // Keep buffered messages alive while they wait for a slot.
+  const keepAlive = setInterval(
+    () => {
+      for (const message of buffers.values()) message.working();
+    },
+    Math.max(200, Math.floor(options.ackWaitMs / 3)),
+  );
+
+  const running = new Set<Promise<void>>();
+  const dispatcher = (async () => {
+    while (!stopped) {
+      await slots.acquire();
+      let picked: [Priority, JsMsg] | undefined;
+      while (!stopped && !(picked = highest(buffers))) await changed();
+      if (!picked) {
+        slots.release();
+        break;
+      }
+      const [priority, message] = picked;
+      buffers.delete(priority);
+      drained.get(priority)?.();
+      drained.delete(priority);
+      const run = options
+        .handle(message, priority)
+        .catch((error: unknown) => log.error({ err: error }, 'step handler crashed'))
+        .finally(() => {
+          slots.release();
+          running.delete(run);
+        });
+      running.add(run);
+    }
+  })();
+
+  return {
+    async stop() {
+      stopped = true;
+      signal();
+      clearInterval(keepAlive);
+      for (const [, subscription] of subscriptions) await subscription.close();
+      for (const [, message] of buffers) message.nak();
+      buffers.clear();
+      for (const resolve of drained.values()) resolve();
+      await dispatcher;
+      await Promise.allSettled(pumps);
+      await Promise.allSettled([...running]);
+    },
+  };
+}
+
+function highest(buffers: Map<Priority, JsMsg>): [Priority, JsMsg] | undefined {
+  for (const priority of PRIORITIES) {
+    const message = buffers.get(priority);
+    if (message) return [priority, message];
+  }
+  return undefined;
+}

@@ -1,0 +1,239 @@
+/**
+ * Runs one dispatched step: marks it running in Postgres (starting the task when this is its first
+ * step), runs the handler with a timeout and a cancel signal while heart-beating, records the
+ * outcome in Postgres, and only then acknowledges the message and wakes the scheduler.
+ */
+import type { JsMsg } from '@nats-io/jetstream';
+import type { NatsConnection } from '@nats-io/transport-node';
+import type { StepOutcome } from '@sluice/core';
+import { encodeMessage, type BusCatalog, type StepDispatch } from '@sluice/bus';
+import {
+  appendTaskEvent,
+  applyTransition,
+  findStep,
+  heartbeatSteps,
+  lockTask,
+  recordStepOutcome,
+  startStep,
+  type Database,
+  type StepDispatchRef,
+  type StepRecord,
+  type TaskRecord,
+} from '@sluice/db';
+import { toStepOutcome, type StepResult } from '@sluice/sdk';
+import type { Logger, Metrics } from '@sluice/telemetry';
+import { classifyStepError, type AbortReason } from './classify-error.js';
+import { createLlmClient, type LlmClientOptions } from './llm-client.js';
+import type { TaskRegistry } from './task-registry.js';
+
+/** What the runner needs from its executor. */
+export interface StepRunnerDeps {
+  readonly db: Database;
+  readonly nc: NatsConnection;
+  readonly catalog: BusCatalog;
+  readonly registry: TaskRegistry;
+  readonly llm: LlmClientOptions;
+  readonly log: Logger;
+  readonly metrics: Metrics;
+  readonly resource: string;
+  readonly heartbeatMs: number;
+  readonly ackWaitMs: number;
+  /** Aborts of running steps by task id, so a cancel request reaches them. */
+  readonly running: RunningSteps;
+}
+
+/** The abort controllers of the steps running in this process, by task. */
+export class RunningSteps {
+  private readonly byTask = new Map<string, Set<(reason: AbortReason) => void>>();
+
+  add(taskId: string, abort: (reason: AbortReason) => void): () => void {
+    let set = this.byTask.get(taskId);
+    if (!set) this.byTask.set(taskId, (set = new Set()));
+    set.add(abort);
+    return () => {
+      set.delete(abort);
+      if (set.size === 0) this.byTask.delete(taskId);
+    };
+  }
+
+  /** Aborts every running step of `taskId`; returns how many. */
+  cancel(taskId: string): number {
+    const set = this.byTask.get(taskId);
+    for (const abort of set ?? []) abort('cancelled');
+    return set?.size ?? 0;
+  }
+}
+
+type Started =
+  | { kind: 'run'; step: StepRecord; task: TaskRecord }
+  /** Cancelled before it ran: the `cancelled` outcome is recorded. */
+  | { kind: 'recorded' }
+  /** Running on another executor that is still heart-beating. */
+  | { kind: 'busy' }
+  /** Finished, or dispatched again since: this message has nothing left to do. */
+  | { kind: 'stale' };
+
+/** Runs the step a dispatch message names; resolves when the message is settled. */
+export async function runDispatchedStep(
+  deps: StepRunnerDeps,
+  message: JsMsg,
+  dispatch: StepDispatch,
+): Promise<void> {
+  const ref: StepDispatchRef = {
+    taskId: dispatch.task_id,
+    seq: dispatch.step_seq,
+    dispatch: dispatch.dispatch,
+  };
+  const log = deps.log.child({ task_id: ref.taskId, step_seq: ref.seq, dispatch: ref.dispatch });
+  const started = await start(deps, ref);
+  if (started.kind === 'busy') {
+    // A redelivery while its executor is alive: look again after an ack wait, in case it dies.
+    message.nak(deps.ackWaitMs);
+    return;
+  }
+  if (started.kind !== 'run') {
+    await message.ackAck();
+    if (started.kind === 'recorded') wakeScheduler(deps, ref);
+    log.debug({ outcome: started.kind }, 'step not run');
+    return;
+  }
+  const { step, task } = started;
+  const outcome = await execute(deps, message, ref, step, task, log);
+  const recorded = await deps.db.transaction((tx) => recordStepOutcome(tx, ref, outcome));
+  deps.metrics.stepsFinished.inc({ resource: deps.resource, outcome: outcome.type });
+  await message.ackAck();
+  if (recorded) wakeScheduler(deps, ref);
+  log.info({ step: step.name, outcome: outcome.type, recorded }, 'step finished');
+}
+
+async function start(deps: StepRunnerDeps, ref: StepDispatchRef): Promise<Started> {
+  return deps.db.transaction(async (tx): Promise<Started> => {
+    const step = await startStep(tx, ref, deps.ackWaitMs);
+    if (!step) {
+      const current = await findStep(tx, ref.taskId, ref.seq);
+      const busy = current?.status === 'running' && current.dispatchCount === ref.dispatch;
+      return { kind: busy ? 'busy' : 'stale' };
+    }
+    const task = await lockTask(tx, ref.taskId);
+    if (!task) throw new Error(`step of unknown task ${ref.taskId}`);
+    if (task.cancelRequested || task.status === 'cancelled') {
+      await recordStepOutcome(tx, ref, { type: 'cancelled' });
+      return { kind: 'recorded' };
+    }
+    if (task.status === 'queued') {
+      const result = await applyTransition(tx, {
+        taskId: task.id,
+        event: { type: 'start' },
+        step: step.name,
+        patch: { currentStep: step.name },
+        data: { seq: step.seq, attempt: step.attempts },
+      });
+      if (!result.ok) throw new Error(`cannot start task ${task.id}: ${result.reason}`);
+    } else {
+      await appendTaskEvent(tx, {
+        taskId: task.id,
+        type: 'step_started',
+        step: step.name,
+        data: { seq: step.seq, attempt: step.attempts },
+      });
+    }
+    return { kind: 'run', step, task };
+  });
+}
+
+async function execute(
+  deps: StepRunnerDeps,
+  message: JsMsg,
+  ref: StepDispatchRef,
+  step: StepRecord,
+  task: TaskRecord,
+  log: Logger,
+): Promise<StepOutcome> {
+  const definition = deps.registry.find(task.type, task.typeVersion);
+  const stepDefinition = definition && deps.registry.step(definition, step.name);
+  if (!definition || !stepDefinition) {
+    return {
+      type: 'failed',
+      error: {
+        errorClass: 'unknown',
+        message: `this executor has no definition of ${task.type} v${task.typeVersion} step ${step.name}`,
+        retryable: false,
+      },
+    };
+  }
+  const controller = new AbortController();
+  let abortReason: AbortReason | undefined;
+  const abort = (reason: AbortReason) => {
+    abortReason ??= reason;
+    controller.abort(new Error(reason === 'cancelled' ? 'task cancelled' : 'step timed out'));
+  };
+  const unregister = deps.running.add(ref.taskId, abort);
+  const timeout = setTimeout(() => abort('timeout'), stepDefinition.timeoutMs ?? 60_000);
+  const heartbeat = startHeartbeat(deps, message, ref, log);
+  try {
+    const result: StepResult = await stepDefinition.run({
+      taskId: task.id,
+      tenantId: task.tenantId,
+      taskInput: task.input,
+      input: step.input,
+      step: { name: step.name, seq: step.seq },
+      attempt: step.attempts,
+      idempotencyKey: `${task.id}:${step.seq}`,
+      signal: controller.signal,
+      logger: log,
+      llm: createLlmClient(deps.llm, controller.signal),
+    });
+    if (abortReason === 'cancelled') return { type: 'cancelled' };
+    if (result.type === 'next' && !deps.registry.step(definition, result.step)) {
+      return {
+        type: 'failed',
+        error: {
+          errorClass: 'schema_validation',
+          message: `step ${step.name} continued with unknown step ${result.step}`,
+          retryable: false,
+        },
+      };
+    }
+    return toStepOutcome(result);
+  } catch (error) {
+    if (abortReason === 'cancelled') return { type: 'cancelled' };
+    const stepError = classifyStepError(error, abortReason);
+    log.warn({ err: error, error_class: stepError.errorClass }, 'step failed');
+    return { type: 'failed', error: stepError };
+  } finally {
+    clearTimeout(timeout);
+    heartbeat.stop();
+    unregister();
+  }
+}
+
+/**
+ * Keeps a running step visibly alive: `working()` on the message resets JetStream's ack timer, and
+ * a coarse heartbeat in Postgres tells the reconciler the step is really running.
+ */
+function startHeartbeat(
+  deps: StepRunnerDeps,
+  message: JsMsg,
+  ref: StepDispatchRef,
+  log: Logger,
+): { stop(): void } {
+  const everyMs = Math.max(100, Math.min(deps.heartbeatMs, Math.floor(deps.ackWaitMs / 3)));
+  let lastDbBeat = Date.now();
+  const timer = setInterval(() => {
+    message.working();
+    if (Date.now() - lastDbBeat < deps.heartbeatMs) return;
+    lastDbBeat = Date.now();
+    heartbeatSteps(deps.db, [ref]).catch((error: unknown) =>
+      log.warn({ err: error }, 'could not record a step heartbeat'),
+    );
+  }, everyMs);
+  return { stop: () => clearInterval(timer) };
+}
+
+/** Tells the scheduler an outcome is recorded (a wake-up; it also polls, so a loss only delays). */
+function wakeScheduler(deps: StepRunnerDeps, ref: StepDispatchRef): void {
+  deps.nc.publish(
+    deps.catalog.subjects.stepResult,
+    encodeMessage({ type: 'step.result', task_id: ref.taskId, step_seq: ref.seq }),
+  );
+}

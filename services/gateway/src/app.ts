@@ -1,0 +1,105 @@
+/**
+ * The gateway: the gRPC API of Sluice. It authenticates, validates, records tasks in Postgres,
+ * wakes the scheduler, answers reads from Postgres and streams task events to watchers.
+ */
+import type { NatsConnection } from '@nats-io/transport-node';
+import { closeNats, connectNats, createBusCatalog, ensureTopology } from '@sluice/bus';
+import { jetstreamManager } from '@nats-io/jetstream';
+import { migrateDatabase, openDatabase } from '@sluice/db';
+import {
+  createLogger,
+  createMetrics,
+  startMetricsServer,
+  startTracing,
+  type Logger,
+  type MetricsServer,
+  type Tracing,
+} from '@sluice/telemetry';
+import type { GatewayConfig } from './config.js';
+import { createGrpcServer, type GrpcServer } from './grpc/index.js';
+import { startEventHub, type EventHub } from './tasks/event-hub.js';
+import { createTaskService } from './tasks/task-service.js';
+
+/** A started gateway. */
+export interface Gateway {
+  /** The port the gRPC API listens on. */
+  readonly grpcPort: number;
+  readonly metricsPort: number;
+  stop(): Promise<void>;
+}
+
+/** How long `stop` lets calls finish (watch streams are ended at once). */
+const STOP_GRACE_MS = 5_000;
+
+export async function startGateway(
+  config: GatewayConfig,
+  options: { log?: Logger; tracing?: Tracing } = {},
+): Promise<Gateway> {
+  const logger =
+    options.log ?? createLogger({ service: 'gateway', level: config.SLUICE_LOG_LEVEL });
+  const tracing = options.tracing ?? startTracing({ serviceName: 'sluice-gateway' });
+  await migrateDatabase(config.DATABASE_URL);
+  const database = openDatabase(config.DATABASE_URL, { applicationName: 'sluice-gateway' });
+  let nc: NatsConnection | undefined;
+  let hub: EventHub | undefined;
+  let grpc: GrpcServer | undefined;
+  let metricsServer: MetricsServer | undefined;
+  let grpcPort: number;
+  try {
+    nc = await connectNats({ url: config.NATS_URL, name: `gateway-${process.pid}` });
+    const catalog = createBusCatalog(config.SLUICE_PREFIX);
+    await ensureTopology(await jetstreamManager(nc), catalog);
+    const metrics = createMetrics();
+    hub = startEventHub(nc, catalog, logger);
+    grpc = createGrpcServer({
+      logger,
+      host: config.SLUICE_GRPC_HOST,
+      port: config.SLUICE_GRPC_PORT,
+      taskService: createTaskService({
+        db: database.db,
+        nc,
+        catalog,
+        hub,
+        log: logger,
+        metrics,
+        tracer: tracing.tracer('@sluice/gateway'),
+        maxInputBytes: config.SLUICE_MAX_INPUT_BYTES,
+        watchRecheckMs: config.SLUICE_WATCH_RECHECK_MS,
+      }),
+      onCallFinished: (call) => {
+        const method = call.method.slice(call.method.lastIndexOf('/') + 1);
+        metrics.grpcRequests.inc({ method, code: String(call.code) });
+        if (!call.streaming)
+          metrics.grpcRequestDuration.observe({ method }, call.durationMs / 1_000);
+      },
+    });
+    grpcPort = await grpc.start();
+    metricsServer = await startMetricsServer({
+      port: config.SLUICE_METRICS_PORT,
+      registry: metrics.registry,
+    });
+    logger.info({ grpc_port: grpcPort, metrics_port: metricsServer.port }, 'gateway started');
+  } catch (error) {
+    await grpc?.stop(0);
+    hub?.close();
+    if (nc) await closeNats(nc);
+    await database.close();
+    if (!options.tracing) await tracing.shutdown();
+    throw error;
+  }
+  const started = { nc, hub, grpc, metricsServer };
+  return {
+    grpcPort,
+    metricsPort: metricsServer.port,
+    async stop() {
+      logger.info('gateway stopping');
+      await started.grpc.stop(STOP_GRACE_MS);
+      started.hub.close();
+      await started.metricsServer.stop();
+      await closeNats(started.nc);
+      await database.close();
+      if (!options.tracing) await tracing.shutdown();
+      logger.info('gateway stopped');
+    },
+  };
+}

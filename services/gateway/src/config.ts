@@ -1,0 +1,29 @@
+/**
+ * Configuration of the gateway, from the environment.
+ */
+import { z } from 'zod';
+import { COMMON_ENV, intVar, loadEnvConfig, type EnvConfig } from '@sluice/runtime';
+
+/** Largest accepted task input, in bytes of JSON text. */
+export const DEFAULT_MAX_INPUT_BYTES = 1024 * 1024;
+
+export const GATEWAY_ENV = {
+  ...COMMON_ENV,
+  SLUICE_GRPC_HOST: z.string().min(1).default('127.0.0.1'),
+  /** Port of the gRPC API; 0 picks a free one. */
+  SLUICE_GRPC_PORT: intVar(50_051, 0, 65_535),
+  SLUICE_MAX_INPUT_BYTES: intVar(DEFAULT_MAX_INPUT_BYTES, 2, 16 * 1024 * 1024),
+  /**
+   * How often a watch re-reads Postgres even without an event notice (notices are core NATS
+   * messages and may be lost; this bounds the delay a lost one causes).
+   */
+  SLUICE_WATCH_RECHECK_MS: intVar(2_000, 50, 60_000),
+};
+
+export type GatewayConfig = EnvConfig<typeof GATEWAY_ENV>;
+
+export function loadGatewayConfig(
+  env: Record<string, string | undefined> = process.env,
+): GatewayConfig {
+  return loadEnvConfig(GATEWAY_ENV, env);
+}

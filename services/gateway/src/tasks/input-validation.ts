@@ -1,0 +1,87 @@
+/**
+ * Validation of a task's input against its type's registered JSON Schema. Validators are compiled
+ * once per (type, version): manifests of a version never change meaning.
+ */
+import { Ajv2020, type ErrorObject, type ValidateFunction } from 'ajv/dist/2020.js';
+import addFormatsModule from 'ajv-formats';
+import type { Json } from '@sluice/core';
+import type { TaskTypeManifest } from '@sluice/db';
+import { invalidArgument, type GrpcError } from '../grpc/index.js';
+
+// ajv-formats is CommonJS; its default export arrives wrapped under NodeNext.
+const addFormats = addFormatsModule as unknown as (ajv: Ajv2020) => Ajv2020;
+
+/** Deepest nesting accepted in an input (bounds parser and validator work). */
+export const MAX_INPUT_DEPTH = 32;
+
+/** Parses and checks raw input text; returns the JSON value or the error to answer with. */
+export function parseInput(text: string, maxBytes: number): Json | GrpcError {
+  if (text.trim() === '') return invalidArgument('input', 'input is required: a JSON document');
+  const bytes = Buffer.byteLength(text, 'utf8');
+  if (bytes > maxBytes) {
+    return invalidArgument('input', `input is ${bytes} bytes; at most ${maxBytes} are accepted`);
+  }
+  let value: Json;
+  try {
+    value = JSON.parse(text) as Json;
+  } catch (error) {
+    return invalidArgument('input', `input is not valid JSON: ${(error as Error).message}`);
+  }
+  if (depthOf(value) > MAX_INPUT_DEPTH) {
+    return invalidArgument('input', `input nests deeper than ${MAX_INPUT_DEPTH} levels`);
+  }
+  return value;
+}
+
+function depthOf(value: Json): number {
+  if (value === null || typeof value !== 'object') return 0;
+  let deepest = 0;
+  for (const child of Array.isArray(value) ? value : Object.values(value)) {
+    deepest = Math.max(deepest, depthOf(child));
+    if (deepest > MAX_INPUT_DEPTH) break;
+  }
+  return deepest + 1;
+}
+
+/** Compiles and caches validators of manifests. */
+export class InputValidators {
+  private readonly ajv = addFormats(new Ajv2020({ allErrors: false, strict: false }));
+  private readonly cache = new Map<string, ValidateFunction>();
+
+  /** Validates `input`; returns the error to answer with, or `undefined` when it is valid. */
+  check(manifest: TaskTypeManifest, input: Json): GrpcError | undefined {
+    const validate = this.validatorOf(manifest);
+    if (validate(input)) return undefined;
+    const error = validate.errors?.[0];
+    return invalidArgument(
+      fieldOf(error),
+      `input does not match ${manifest.name} v${manifest.version}: ${describe(error)}`,
+    );
+  }
+
+  private validatorOf(manifest: TaskTypeManifest): ValidateFunction {
+    const key = `${manifest.name}@${manifest.version}`;
+    let validate = this.cache.get(key);
+    if (!validate) {
+      validate = this.ajv.compile(manifest.inputSchema);
+      this.cache.set(key, validate);
+    }
+    return validate;
+  }
+}
+
+/** The failing field as a dotted path under `input`, e.g. `input.sourceUrl`. */
+function fieldOf(error: ErrorObject | undefined): string {
+  if (!error) return 'input';
+  const segments = error.instancePath.split('/').filter((s) => s.length > 0);
+  const missing = (error.params as { missingProperty?: unknown }).missingProperty;
+  if (error.keyword === 'required' && typeof missing === 'string') segments.push(missing);
+  const extra = (error.params as { additionalProperty?: unknown }).additionalProperty;
+  if (error.keyword === 'additionalProperties' && typeof extra === 'string') segments.push(extra);
+  return ['input', ...segments].join('.');
+}
+
+function describe(error: ErrorObject | undefined): string {
+  if (!error) return 'invalid';
+  return `${fieldOf(error)} ${error.message ?? 'is invalid'}`;
+}

@@ -1,0 +1,105 @@
+/**
+ * Conversion between the stored records and the API's messages. Proto enums are converted only
+ * here, at the edge; inside, priorities are numbers and statuses the core's words.
+ */
+import type { ErrorClass as CoreErrorClass, Priority as CorePriority } from '@sluice/core';
+import { isTaskStatus } from '@sluice/core';
+import type { TaskEventRecord, TaskRecord } from '@sluice/db';
+import {
+  toTimestamp,
+  type ErrorClass,
+  type Priority,
+  type Task,
+  type TaskEvent,
+  type TaskStatus,
+} from '../grpc/index.js';
+
+const PRIORITY_TO_API: Record<CorePriority, Priority> = {
+  0: 'PRIORITY_P0',
+  1: 'PRIORITY_P1',
+  2: 'PRIORITY_P2',
+  3: 'PRIORITY_P3',
+};
+
+/** The core priority of an API value; `undefined` for unspecified or unknown values. */
+export function priorityFromApi(value: string | number): CorePriority | undefined {
+  switch (value) {
+    case 'PRIORITY_P0':
+    case 1:
+      return 0;
+    case 'PRIORITY_P1':
+    case 2:
+      return 1;
+    case 'PRIORITY_P2':
+    case 3:
+      return 2;
+    case 'PRIORITY_P3':
+    case 4:
+      return 3;
+    default:
+      return undefined;
+  }
+}
+
+/** The API status of a stored status word. */
+export function statusToApi(status: string | null): TaskStatus {
+  if (status === null || !isTaskStatus(status)) return 'TASK_STATUS_UNSPECIFIED';
+  return `TASK_STATUS_${status.toUpperCase()}` as TaskStatus;
+}
+
+/** The core status of an API filter value; `undefined` for unspecified (no filter) or unknown. */
+export function statusFromApi(value: string | number): string | undefined {
+  if (typeof value !== 'string' || !value.startsWith('TASK_STATUS_')) return undefined;
+  const word = value.slice('TASK_STATUS_'.length).toLowerCase();
+  return isTaskStatus(word) ? word : undefined;
+}
+
+function errorClassToApi(errorClass: CoreErrorClass): ErrorClass {
+  return `ERROR_CLASS_${errorClass.toUpperCase()}` as ErrorClass;
+}
+
+/** A stored task as the API's `Task`. */
+export function taskToApi(task: TaskRecord): Task {
+  return {
+    task_id: task.id,
+    tenant_id: task.tenantId,
+    type: task.type,
+    type_version: task.typeVersion,
+    priority: PRIORITY_TO_API[task.priority as CorePriority],
+    input: JSON.stringify(task.input),
+    idempotency_key: task.idempotencyKey ?? '',
+    status: statusToApi(task.status),
+    current_step: task.currentStep ?? '',
+    attempt: task.attempt,
+    error: task.error
+      ? {
+          error_class: errorClassToApi(task.error.errorClass),
+          message: task.error.message,
+          retryable: task.error.retryable,
+        }
+      : null,
+    trace_id: task.traceId ?? '',
+    create_time: toTimestamp(task.createdAt),
+    start_time: task.startedAt ? toTimestamp(task.startedAt) : null,
+    finish_time: task.finishedAt ? toTimestamp(task.finishedAt) : null,
+    update_time: toTimestamp(task.updatedAt),
+    cancel_requested: task.cancelRequested,
+    pause_requested: task.pauseRequested,
+    output: task.output === null || task.output === undefined ? '' : JSON.stringify(task.output),
+    last_event_seq: String(task.lastEventSeq),
+  };
+}
+
+/** A stored event as the API's `TaskEvent`. */
+export function eventToApi(event: TaskEventRecord): TaskEvent {
+  return {
+    task_id: event.taskId,
+    seq: String(event.seq),
+    type: event.type,
+    from_status: statusToApi(event.fromStatus),
+    to_status: statusToApi(event.toStatus),
+    step: event.step ?? '',
+    create_time: toTimestamp(event.createdAt),
+    data: event.data ? JSON.stringify(event.data) : '',
+  };
+}

@@ -1,0 +1,291 @@
+/**
+ * The business handlers of `sluice.v1.TaskService`. Every call authenticates first (the tenant
+ * comes from the API key, never from the request); a task of another tenant is `NOT_FOUND`, as a
+ * missing one. Reads come from Postgres; the gateway keeps no task state in memory.
+ */
+import type { Metadata, ServerWritableStream } from '@grpc/grpc-js';
+import type { NatsConnection } from '@nats-io/transport-node';
+import { encodeMessage, type BusCatalog } from '@sluice/bus';
+import { isFinalStatus, isSluiceError, isTaskStatus, taskTypeProblem } from '@sluice/core';
+import {
+  applyTransition,
+  cancelReadySteps,
+  createTask,
+  findKeyOwner,
+  findLatestTaskType,
+  findTask,
+  listTaskEvents,
+  listTasks,
+  type Database,
+  type KeyOwner,
+  type TaskRecord,
+} from '@sluice/db';
+import type { Tracer } from '@opentelemetry/api';
+import {
+  ATTR_PRIORITY,
+  ATTR_TASK_TYPE,
+  ATTR_TENANT,
+  traceIdOf,
+  traceparentOfActiveSpan,
+  withSpan,
+  type Logger,
+  type Metrics,
+} from '@sluice/telemetry';
+import {
+  alreadyExists,
+  failedPrecondition,
+  invalidArgument,
+  isGrpcError,
+  notFound,
+  readBearerKey,
+  unauthenticated,
+  type TaskServiceHandlers,
+  type WatchTaskRequest,
+  type WatchTaskResponse,
+} from '../grpc/index.js';
+import type { EventHub } from './event-hub.js';
+import { InputValidators, parseInput } from './input-validation.js';
+import { eventToApi, priorityFromApi, statusFromApi, taskToApi } from './mapping.js';
+import { decodePageToken, encodePageToken } from './page-token.js';
+
+/** What the handlers need. */
+export interface TaskServiceDeps {
+  readonly db: Database;
+  readonly nc: NatsConnection;
+  readonly catalog: BusCatalog;
+  readonly hub: EventHub;
+  readonly log: Logger;
+  readonly metrics: Metrics;
+  /** Opens each task's root span, whose trace id the task keeps. */
+  readonly tracer: Tracer;
+  readonly maxInputBytes: number;
+  readonly watchRecheckMs: number;
+}
+
+/** Longest accepted idempotency key. */
+export const MAX_IDEMPOTENCY_KEY_LENGTH = 256;
+/** Page size of `ListTasks` when the caller gives none, and the most it may ask for. */
+export const DEFAULT_PAGE_SIZE = 50;
+export const MAX_PAGE_SIZE = 500;
+
+export function createTaskService(deps: TaskServiceDeps): Partial<TaskServiceHandlers> {
+  const validators = new InputValidators();
+  const authenticate = async (metadata: Metadata): Promise<KeyOwner> => {
+    const key = readBearerKey(metadata);
+    if (key === undefined) throw unauthenticated();
+    const owner = await findKeyOwner(deps.db, key);
+    if (!owner) throw unauthenticated('the API key is not valid');
+    return owner;
+  };
+  const requireTask = async (tenantId: string, taskId: string): Promise<TaskRecord> => {
+    if (taskId === '') throw invalidArgument('task_id', 'task_id is required');
+    const task = await findTask(deps.db, tenantId, taskId);
+    if (!task) throw notFound(`task ${taskId} not found`);
+    return task;
+  };
+
+  return {
+    async CreateTask(call) {
+      const { tenantId } = await authenticate(call.metadata);
+      const request = call.request;
+      const typeProblem = taskTypeProblem(request.type);
+      if (typeProblem) throw invalidArgument('type', typeProblem);
+      const priority = priorityFromApi(request.priority);
+      if (priority === undefined) {
+        throw invalidArgument('priority', 'priority must be one of PRIORITY_P0 … PRIORITY_P3');
+      }
+      const key = request.idempotency_key;
+      if (key.length > MAX_IDEMPOTENCY_KEY_LENGTH || /[\p{Cc}]/u.test(key)) {
+        throw invalidArgument(
+          'idempotency_key',
+          `idempotency_key must be at most ${MAX_IDEMPOTENCY_KEY_LENGTH} printable characters`,
+        );
+      }
+      const input = parseInput(request.input, deps.maxInputBytes);
+      if (isGrpcError(input)) throw input;
+      const taskType = await findLatestTaskType(deps.db, request.type);
+      if (!taskType) throw invalidArgument('type', `unknown task type "${request.type}"`);
+      const inputError = validators.check(taskType, input);
+      if (inputError) throw inputError;
+
+      const attributes = {
+        [ATTR_TENANT]: tenantId,
+        [ATTR_TASK_TYPE]: taskType.name,
+        [ATTR_PRIORITY]: `P${priority}`,
+      };
+      const result = await withSpan(deps.tracer, 'sluice.task.create', attributes, async () => {
+        // The root span of the task's trace: stored on the task, continued by every later step.
+        const traceParent = traceparentOfActiveSpan();
+        try {
+          return await createTask(deps.db, {
+            tenantId,
+            taskType,
+            priority,
+            input,
+            ...(key === '' ? {} : { idempotencyKey: key }),
+            ...(traceParent ? { traceParent, traceId: traceIdOf(traceParent) } : {}),
+          });
+        } catch (error) {
+          if (isSluiceError(error) && error.code === 'already_exists') {
+            throw alreadyExists(error.message);
+          }
+          throw error;
+        }
+      });
+      if (result.created) {
+        deps.metrics.tasksCreated.inc({ priority: `P${priority}` });
+        deps.nc.publish(
+          deps.catalog.subjects.wake('scheduler'),
+          encodeMessage({ type: 'wake', reason: 'task.created' }),
+        );
+        deps.log.info(
+          { task_id: result.task.id, tenant_id: tenantId, type: taskType.name, priority },
+          'task created',
+        );
+      }
+      return { task: taskToApi(result.task), created: result.created };
+    },
+
+    async GetTask(call) {
+      const { tenantId } = await authenticate(call.metadata);
+      return { task: taskToApi(await requireTask(tenantId, call.request.task_id)) };
+    },
+
+    async ListTasks(call) {
+      const { tenantId } = await authenticate(call.metadata);
+      const request = call.request;
+      if (request.page_size < 0 || request.page_size > MAX_PAGE_SIZE) {
+        throw invalidArgument('page_size', `page_size must be between 0 and ${MAX_PAGE_SIZE}`);
+      }
+      const limit = request.page_size === 0 ? DEFAULT_PAGE_SIZE : request.page_size;
+      const unspecified = request.status === 'TASK_STATUS_UNSPECIFIED' || request.status === 0;
+      const status = unspecified ? undefined : statusFromApi(request.status);
+      if (!unspecified && status === undefined) {
+        throw invalidArgument('status', 'status is not a known TaskStatus');
+      }
+      if (request.type !== '' && taskTypeProblem(request.type)) {
+        throw invalidArgument('type', taskTypeProblem(request.type) ?? 'invalid type');
+      }
+      const after = request.page_token === '' ? undefined : decodePageToken(request.page_token);
+      if (after === null)
+        throw invalidArgument('page_token', 'page_token is not one this API issued');
+      const rows = await listTasks(deps.db, {
+        tenantId,
+        limit: limit + 1,
+        ...(status && isTaskStatus(status) ? { status } : {}),
+        ...(request.type === '' ? {} : { type: request.type }),
+        ...(after ? { after } : {}),
+      });
+      const page = rows.slice(0, limit);
+      const last = page.at(-1);
+      return {
+        tasks: page.map(taskToApi),
+        next_page_token: rows.length > limit && last ? encodePageToken(last) : '',
+      };
+    },
+
+    async CancelTask(call) {
+      const { tenantId } = await authenticate(call.metadata);
+      const { task_id: taskId, reason } = call.request;
+      if (taskId === '') throw invalidArgument('task_id', 'task_id is required');
+      const result = await deps.db.transaction(async (tx) => {
+        const applied = await applyTransition(tx, {
+          taskId,
+          tenantId,
+          event: { type: 'cancel' },
+          data: reason === '' ? {} : { reason },
+        });
+        if (applied.ok && applied.to.status === 'cancelled') await cancelReadySteps(tx, taskId);
+        return applied;
+      });
+      if (!result.ok) {
+        if (result.code === 'not_found') throw notFound(`task ${taskId} not found`);
+        throw failedPrecondition(result.reason);
+      }
+      if (result.to.cancelRequested) {
+        // The step is running: ask its executor to abort it; the scheduler settles the task.
+        deps.nc.publish(
+          deps.catalog.subjects.cancel(taskId),
+          encodeMessage({ type: 'task.cancel', task_id: taskId }),
+        );
+      }
+      deps.metrics.cancellations.inc();
+      return { task: taskToApi(await requireTask(tenantId, taskId)) };
+    },
+
+    async WatchTask(call, context) {
+      const { tenantId } = await authenticate(call.metadata);
+      const afterSeq = parseAfterSeq(call.request);
+      const task = await requireTask(tenantId, call.request.task_id);
+      await streamEvents(deps, call, task.id, afterSeq, context.signal);
+    },
+  };
+}
+
+function parseAfterSeq(request: WatchTaskRequest): number {
+  const value = Number(request.after_seq === '' ? '0' : request.after_seq);
+  if (!Number.isSafeInteger(value) || value < 0) {
+    throw invalidArgument('after_seq', 'after_seq must be a non-negative event sequence');
+  }
+  return value;
+}
+
+/**
+ * Replays the task's events after `afterSeq` from Postgres, then follows new ones: each notice (or
+ * a periodic re-check, in case a notice was lost) makes it read the events it has not sent yet,
+ * in sequence. Ends after the event that takes the task to a final state.
+ */
+async function streamEvents(
+  deps: TaskServiceDeps,
+  call: ServerWritableStream<WatchTaskRequest, WatchTaskResponse>,
+  taskId: string,
+  afterSeq: number,
+  signal: AbortSignal,
+): Promise<void> {
+  let lastSent = afterSeq;
+  let wake: (() => void) | undefined;
+  let pending = true; // read once at start, whatever the notices say
+  const stopListening = deps.hub.listen(taskId, (seq) => {
+    if (seq <= lastSent) return;
+    pending = true;
+    wake?.();
+  });
+  const onAbort = () => wake?.();
+  signal.addEventListener('abort', onAbort);
+  try {
+    for (;;) {
+      if (signal.aborted) throw signal.reason;
+      if (pending) {
+        pending = false;
+        const events = await listTaskEvents(deps.db, taskId, lastSent);
+        for (const event of events) {
+          await write(call, { event: eventToApi(event) });
+          lastSent = event.seq;
+          const to = event.toStatus;
+          if (to !== null && isTaskStatus(to) && isFinalStatus(to)) return;
+        }
+        continue;
+      }
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, deps.watchRecheckMs);
+        wake = () => {
+          clearTimeout(timer);
+          resolve();
+        };
+      });
+      wake = undefined;
+      pending = true;
+    }
+  } finally {
+    signal.removeEventListener('abort', onAbort);
+    stopListening();
+  }
+}
+
+/** Writes one response, waiting for the stream to drain when its buffer is full. */
+async function write(
+  call: ServerWritableStream<WatchTaskRequest, WatchTaskResponse>,
+  response: WatchTaskResponse,
+): Promise<void> {
+  if (!call.write(response)) await new Promise((resolve) => call.once('drain', resolve));
+}

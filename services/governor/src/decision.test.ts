@@ -1,0 +1,104 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { isSluiceError } from '@sluice/core';
+import {
+  AdmissionLevel,
+  decodeDecision,
+  encodeDecision,
+  MAX_DECISION_BYTES,
+  NO_SIGNALS_REASON,
+  normalDecision,
+  parseDecision,
+  type GovernorDecision,
+} from './decision.js';
+
+const encoder = new TextEncoder();
+const bytes = (value: unknown): Uint8Array => encoder.encode(JSON.stringify(value));
+
+const valid: GovernorDecision = {
+  epoch: 3,
+  holder: 'governor-a',
+  level: AdmissionLevel.Hold,
+  holds: [2, 3],
+  reject: [3],
+  decided_at: '2025-01-02T03:04:05.000Z',
+  reasons: ['queue depth of P3 above 10000'],
+};
+
+function assertInvalid(fn: () => unknown, field: string): void {
+  assert.throws(fn, (err: unknown) => {
+    assert.ok(isSluiceError(err), `expected a SluiceError, got ${String(err)}`);
+    assert.equal(err.code, 'invalid_argument');
+    assert.equal(err.field, field);
+    return true;
+  });
+}
+
+describe('normalDecision', () => {
+  it('admits everything and says why', () => {
+    const at = new Date('2025-06-01T12:00:00Z');
+    assert.deepEqual(normalDecision(7, 'governor-x', at), {
+      epoch: 7,
+      holder: 'governor-x',
+      level: 'normal',
+      holds: [],
+      reject: [],
+      decided_at: '2025-06-01T12:00:00.000Z',
+      reasons: [NO_SIGNALS_REASON],
+    });
+  });
+});
+
+describe('encodeDecision / decodeDecision', () => {
+  it('round-trips a decision', () => {
+    assert.deepEqual(decodeDecision(encodeDecision(valid)), valid);
+    const normal = normalDecision(1, 'g');
+    assert.deepEqual(decodeDecision(encodeDecision(normal)), normal);
+  });
+
+  it('drops unknown fields and normalises priority sets', () => {
+    const decoded = decodeDecision(bytes({ ...valid, holds: [3, 2, 3], extra: { x: 1 } }));
+    assert.deepEqual(decoded, { ...valid, holds: [2, 3] });
+    assert.equal('extra' in decoded, false);
+  });
+
+  it('refuses bytes that are not JSON, too large, or not an object', () => {
+    assertInvalid(() => decodeDecision(encoder.encode('{nope')), 'decision');
+    assertInvalid(() => decodeDecision(new Uint8Array([0xff, 0xfe])), 'decision');
+    assertInvalid(() => decodeDecision(new Uint8Array(MAX_DECISION_BYTES + 1)), 'decision');
+    for (const value of [null, 42, 'normal', [valid]]) {
+      assertInvalid(() => decodeDecision(bytes(value)), 'decision');
+    }
+  });
+
+  const badFields: [keyof GovernorDecision, unknown][] = [
+    ['epoch', 0],
+    ['epoch', -1],
+    ['epoch', 1.5],
+    ['epoch', '3'],
+    ['epoch', undefined],
+    ['holder', ''],
+    ['holder', 'h'.repeat(201)],
+    ['holder', 5],
+    ['level', 'panic'],
+    ['level', undefined],
+    ['holds', [4]],
+    ['holds', ['P3']],
+    ['holds', 3],
+    ['holds', undefined],
+    ['reject', [-1]],
+    ['reject', null],
+    ['decided_at', 'yesterday'],
+    ['decided_at', 1700000000000],
+    ['reasons', 'busy'],
+    ['reasons', [1]],
+    ['reasons', ['r'.repeat(501)]],
+    ['reasons', Array.from({ length: 33 }, () => 'r')],
+  ];
+  for (const [field, value] of badFields) {
+    it(`refuses ${field} = ${JSON.stringify(value)?.slice(0, 30) ?? 'undefined'}`, () => {
+      assertInvalid(() => parseDecision({ ...valid, [field]: value }), field);
+      assertInvalid(() => encodeDecision({ ...valid, [field]: value }), field);
+    });
+  }
+});

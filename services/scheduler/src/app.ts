@@ -1,0 +1,142 @@
+/**
+ * The scheduler: admits ready steps and dispatches them, turns recorded outcomes into transitions,
+ * and — while it holds the relay lease — relays task events. Several replicas may run: claims use
+ * `SKIP LOCKED`, and one lease holder relays at a time.
+ */
+import { randomUUID } from 'node:crypto';
+import { hostname } from 'node:os';
+import { jetstream, jetstreamManager } from '@nats-io/jetstream';
+import type { NatsConnection, Subscription } from '@nats-io/transport-node';
+import {
+  closeNats,
+  connectNats,
+  createBusCatalog,
+  createLease,
+  ensureTopology,
+  openKvBuckets,
+  type Lease,
+} from '@sluice/bus';
+import { migrateDatabase, openDatabase } from '@sluice/db';
+import {
+  createLogger,
+  createMetrics,
+  startMetricsServer,
+  type Logger,
+  type MetricsServer,
+} from '@sluice/telemetry';
+import { startBatchLoop, type BatchLoop } from './batch-loop.js';
+import type { SchedulerConfig } from './config.js';
+import { dispatchBatch } from './dispatcher.js';
+import { relayEventBatch } from './event-relay.js';
+import { applyOutcomeBatch } from './outcome-applier.js';
+
+/** A started scheduler. */
+export interface Scheduler {
+  readonly metricsPort: number;
+  /** Whether this replica holds the event relay lease now. */
+  isRelayLeader(): boolean;
+  stop(): Promise<void>;
+}
+
+/** The lease key of the event relay in the leases bucket. */
+export const RELAY_LEASE_KEY = 'relay';
+
+export async function startScheduler(config: SchedulerConfig, log?: Logger): Promise<Scheduler> {
+  const logger = log ?? createLogger({ service: 'scheduler', level: config.SLUICE_LOG_LEVEL });
+  await migrateDatabase(config.DATABASE_URL);
+  const database = openDatabase(config.DATABASE_URL, { applicationName: 'sluice-scheduler' });
+  const loops: BatchLoop[] = [];
+  const subscriptions: Subscription[] = [];
+  let nc: NatsConnection | undefined;
+  let lease: Lease | undefined;
+  let relay: BatchLoop | undefined;
+  let metricsServer: MetricsServer | undefined;
+  try {
+    nc = await connectNats({ url: config.NATS_URL, name: `scheduler-${process.pid}` });
+    const catalog = createBusCatalog(config.SLUICE_PREFIX);
+    await ensureTopology(await jetstreamManager(nc), catalog);
+    const js = jetstream(nc);
+    const metrics = createMetrics();
+    const common = {
+      db: database.db,
+      log: logger,
+      metrics,
+      batchSize: config.SLUICE_SCHEDULER_BATCH,
+    };
+
+    const dispatcher = startBatchLoop({
+      name: 'dispatch',
+      pollMs: config.SLUICE_SCHEDULER_POLL_MS,
+      log: logger,
+      runBatch: () => dispatchBatch({ ...common, js, catalog }),
+    });
+    const applier = startBatchLoop({
+      name: 'outcomes',
+      pollMs: config.SLUICE_SCHEDULER_POLL_MS,
+      log: logger,
+      runBatch: () => applyOutcomeBatch({ ...common, onStepsReady: () => dispatcher.wake() }),
+    });
+    loops.push(dispatcher, applier);
+
+    subscriptions.push(
+      nc.subscribe(catalog.subjects.wake('scheduler'), { callback: () => dispatcher.wake() }),
+      nc.subscribe(catalog.subjects.stepResult, { callback: () => applier.wake() }),
+      nc.subscribe(catalog.subjects.wake('relay'), { callback: () => relay?.wake() }),
+    );
+
+    const { leases } = await openKvBuckets(nc, catalog, { leaseTtlMs: config.SLUICE_LEASE_TTL_MS });
+    lease = createLease({
+      kv: leases,
+      key: RELAY_LEASE_KEY,
+      holderId: `scheduler-${hostname()}-${process.pid}-${randomUUID().slice(0, 8)}`,
+      ttlMs: config.SLUICE_LEASE_TTL_MS,
+      onAcquired: (revision) => {
+        logger.info({ revision }, 'event relay lease acquired');
+        relay = startBatchLoop({
+          name: 'relay',
+          pollMs: config.SLUICE_SCHEDULER_POLL_MS,
+          log: logger,
+          runBatch: () => relayEventBatch({ ...common, js, catalog }),
+        });
+      },
+      onLost: async (reason) => {
+        logger.info({ reason }, 'event relay lease lost');
+        const current = relay;
+        relay = undefined;
+        await current?.stop();
+      },
+      onError: (error) => logger.warn({ err: error }, 'event relay lease trouble'),
+    });
+    await lease.start();
+    metricsServer = await startMetricsServer({
+      port: config.SLUICE_METRICS_PORT,
+      registry: metrics.registry,
+    });
+    logger.info(
+      { metrics_port: metricsServer.port, relay_leader: lease.isLeader() },
+      'scheduler started',
+    );
+  } catch (error) {
+    await Promise.allSettled(loops.map((loop) => loop.stop()));
+    await lease?.stop();
+    if (nc) await closeNats(nc);
+    await database.close();
+    throw error;
+  }
+
+  const started = { nc, lease, metricsServer };
+  return {
+    metricsPort: metricsServer.port,
+    isRelayLeader: () => started.lease.isLeader(),
+    async stop() {
+      logger.info('scheduler stopping');
+      for (const subscription of subscriptions) subscription.unsubscribe();
+      await started.lease.stop();
+      await Promise.allSettled(loops.map((loop) => loop.stop()));
+      await started.metricsServer.stop();
+      await closeNats(started.nc);
+      await database.close();
+      logger.info('scheduler stopped');
+    },
+  };
+}

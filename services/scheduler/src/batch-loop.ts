@@ -1,0 +1,53 @@
+/**
+ * The shape of every scheduler loop: do a batch; if it was full, go again at once (throughput grows
+ * with load); otherwise sleep until woken or the poll interval passes (latency stays low and idle
+ * costs nothing). Errors are logged and retried after a pause, never fatal.
+ */
+import { Waker } from '@sluice/runtime';
+import type { Logger } from '@sluice/telemetry';
+
+/** A running loop. */
+export interface BatchLoop {
+  /** Runs the next batch now (a wake-up message arrived). */
+  wake(): void;
+  /** Stops after the current batch. */
+  stop(): Promise<void>;
+}
+
+/** Options of {@link startBatchLoop}. */
+export interface BatchLoopOptions {
+  readonly name: string;
+  readonly pollMs: number;
+  readonly log: Logger;
+  /** Does one batch; returns true when there may be more work right away. */
+  readonly runBatch: () => Promise<boolean>;
+}
+
+/** Pause after a failed batch (Postgres or NATS trouble) before trying again. */
+const ERROR_PAUSE_MS = 1_000;
+
+export function startBatchLoop(options: BatchLoopOptions): BatchLoop {
+  const waker = new Waker();
+  let stopped = false;
+  const done = (async () => {
+    while (!stopped) {
+      let more = false;
+      try {
+        more = await options.runBatch();
+      } catch (error) {
+        options.log.error({ err: error, loop: options.name }, 'batch failed; retrying');
+        await waker.wait(ERROR_PAUSE_MS);
+        continue;
+      }
+      if (!more && !stopped) await waker.wait(options.pollMs);
+    }
+  })();
+  return {
+    wake: () => waker.wake(),
+    async stop() {
+      stopped = true;
+      waker.wake();
+      await done;
+    },
+  };
+}

@@ -1,0 +1,202 @@
+/**
+ * End to end, as a user runs it: the four services as separate processes on the real NATS and
+ * Postgres, a real gRPC client, the sample task type calling a fake LLM and a fake web server over
+ * HTTP. 200 concurrent creates (50 repeating an idempotency key) give 150 tasks that all succeed,
+ * each with a history that is a path in the transition table and each step recorded done once.
+ */
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { status as grpcStatus } from '@grpc/grpc-js';
+import {
+  historyProblem,
+  isTaskEventType,
+  type TaskEvent as CoreEvent,
+  type TaskStatus,
+} from '@sluice/core';
+import {
+  createApiKey,
+  createTenant,
+  migrateDatabase,
+  openDatabase,
+  type DatabaseHandle,
+} from '@sluice/db';
+import { createTestDatabase, migratedTemplate, type TestDatabase } from '@sluice/db/testing';
+import { natsUrl, uniquePrefix } from '@sluice/bus/testing';
+import { createTaskClient, type TaskClient } from '@sluice/sdk/client';
+import type { TaskEvent } from '@sluice/api';
+import { startFakeLlmServer, type FakeLlmServer } from '../support/fake-llm-server.js';
+import { startFakeWebServer, type FakeWebServer } from '../support/fake-web-server.js';
+import { startStack, type Stack } from '../support/stack.js';
+
+const DISTINCT_TASKS = 150;
+const REPEATS = 50;
+
+let database: TestDatabase;
+let handle: DatabaseHandle;
+let llm: FakeLlmServer;
+let web: FakeWebServer;
+let stack: Stack;
+let client: TaskClient;
+
+before(async () => {
+  database = await createTestDatabase({ template: await migratedTemplate(migrateDatabase) });
+  handle = openDatabase(database.url, { max: 4 });
+  await createTenant(handle.db, { id: 'acme' });
+  const apiKey = await createApiKey(handle.db, { tenantId: 'acme' });
+  llm = await startFakeLlmServer({ apiKey: 'llm-secret' });
+  web = await startFakeWebServer({});
+  stack = await startStack({
+    natsUrl: natsUrl(),
+    databaseUrl: database.url,
+    prefix: uniquePrefix('e2e'),
+    llmBaseUrl: llm.baseUrl,
+    llmApiKey: 'llm-secret',
+    env: {
+      SLUICE_SCHEDULER_POLL_MS: '200',
+      SLUICE_WATCH_RECHECK_MS: '500',
+      SLUICE_LEASE_TTL_MS: '2000',
+    },
+  });
+  client = createTaskClient({ address: stack.grpcAddress, apiKey });
+});
+
+after(async () => {
+  client?.close();
+  const exits = await stack?.stop();
+  await llm?.stop();
+  await web?.stop();
+  await handle?.close();
+  await database?.drop();
+  if (exits)
+    assert.deepEqual(
+      Object.values(exits),
+      exits && Object.values(exits).map(() => 0),
+      'every service stops cleanly',
+    );
+});
+
+function inputOf(i: number) {
+  return {
+    topic: `topic ${i}`,
+    sourceUrl: web.url(i % 2 === 0 ? '/articles/backpressure' : '/articles/priorities'),
+  };
+}
+
+async function watchToEnd(taskId: string): Promise<TaskEvent[]> {
+  const events: TaskEvent[] = [];
+  for await (const event of client.watchTask(taskId, 0, AbortSignal.timeout(90_000)))
+    events.push(event);
+  return events;
+}
+
+describe('a multi-step task end to end', () => {
+  it('runs 150 distinct tasks from 200 concurrent creates to succeeded, each step once', async () => {
+    const requests = [
+      ...Array.from({ length: DISTINCT_TASKS }, (_, i) => i),
+      ...Array.from({ length: REPEATS }, (_, i) => i),
+    ];
+    const responses = await Promise.all(
+      requests.map((i) =>
+        client.createTask({
+          type: 'research-brief',
+          priority:
+            (['PRIORITY_P0', 'PRIORITY_P1', 'PRIORITY_P2', 'PRIORITY_P3'] as const)[i % 4] ??
+            'PRIORITY_P2',
+          input: inputOf(i),
+          idempotencyKey: `order-${i}`,
+        }),
+      ),
+    );
+    const idsByKey = new Map<number, Set<string>>();
+    requests.forEach((i, n) => {
+      const set = idsByKey.get(i) ?? new Set<string>();
+      set.add(responses[n]?.task.task_id ?? '');
+      idsByKey.set(i, set);
+    });
+    assert.ok(
+      [...idsByKey.values()].every((ids) => ids.size === 1),
+      'one task per idempotency key',
+    );
+    const taskIds = [...new Set(responses.map((r) => r.task.task_id))];
+    assert.equal(taskIds.length, DISTINCT_TASKS);
+    assert.equal(responses.filter((r) => r.created).length, DISTINCT_TASKS);
+
+    const histories = await Promise.all(taskIds.map(watchToEnd));
+    for (const [n, events] of histories.entries()) {
+      const taskId = taskIds[n];
+      assert.equal(events.at(-1)?.to_status, 'TASK_STATUS_SUCCEEDED', `task ${taskId} succeeded`);
+      assert.deepEqual(
+        events.map((e) => Number(e.seq)),
+        events.map((_, i) => i + 1),
+        'events arrive once each, in sequence, from 1',
+      );
+      const transitions = events
+        .filter((e) => e.to_status !== 'TASK_STATUS_UNSPECIFIED')
+        .map((e) => {
+          assert.ok(isTaskEventType(e.type), `known event type ${e.type}`);
+          return {
+            event: { type: e.type } as CoreEvent,
+            toStatus: e.to_status.slice('TASK_STATUS_'.length).toLowerCase() as TaskStatus,
+          };
+        });
+      assert.equal(
+        historyProblem(transitions),
+        undefined,
+        `history of ${taskId} is a path in the table`,
+      );
+    }
+
+    const steps = await handle.sql`
+      select task_id, seq, name, status, attempts, dispatch_count from task_steps order by task_id, seq`;
+    assert.equal(steps.length, DISTINCT_TASKS * 2, 'two steps per task, no more');
+    for (const step of steps) {
+      assert.equal(step['status'], 'succeeded');
+      assert.equal(step['attempts'], 1, `step ${step['name']} of ${step['task_id']} ran once`);
+    }
+    const got = await client.getTask(taskIds[0] ?? '');
+    assert.equal(got.task.status, 'TASK_STATUS_SUCCEEDED');
+    assert.equal(got.task.attempt, 1);
+    assert.match(got.task.trace_id, /^[0-9a-f]{32}$/);
+    const output = JSON.parse(got.task.output) as { outline: string; source: { status: number } };
+    assert.match(output.outline, /^Summary: /, 'the outline came from the LLM endpoint');
+    assert.equal(output.source.status, 200);
+    assert.equal(llm.requests.length, DISTINCT_TASKS, 'one LLM call per task');
+    assert.ok(llm.requests.every((r) => r.headers['authorization'] === 'Bearer llm-secret'));
+  });
+
+  it('replays a finished task’s events after the sequence the client saw', async () => {
+    const { task } = await client.createTask({
+      type: 'research-brief',
+      priority: 'PRIORITY_P0',
+      input: inputOf(1),
+    });
+    const all = await watchToEnd(task.task_id);
+    const rest: TaskEvent[] = [];
+    for await (const event of client.watchTask(task.task_id, 2)) rest.push(event);
+    assert.deepEqual(rest, all.slice(2));
+  });
+
+  it('cancels a queued or running task and refuses to cancel a finished one', async () => {
+    const { task } = await client.createTask({
+      type: 'research-brief',
+      priority: 'PRIORITY_P3',
+      input: inputOf(2),
+    });
+    const cancelled = await client
+      .cancelTask(task.task_id, 'changed my mind')
+      .catch((error: unknown) => error);
+    const events = await watchToEnd(task.task_id);
+    const final = events.at(-1)?.to_status;
+    if (cancelled instanceof Error) {
+      // It finished before the cancel arrived: then the cancel must have been refused.
+      assert.equal((cancelled as { code?: number }).code, grpcStatus.FAILED_PRECONDITION);
+      assert.equal(final, 'TASK_STATUS_SUCCEEDED');
+    } else {
+      assert.ok(
+        final === 'TASK_STATUS_CANCELLED' || final === 'TASK_STATUS_SUCCEEDED',
+        `ended ${final}`,
+      );
+    }
+    await assert.rejects(client.cancelTask(task.task_id), { code: grpcStatus.FAILED_PRECONDITION });
+  });
+});

@@ -1,0 +1,103 @@
+/**
+ * The whole Sluice stack for end-to-end tests and the demo: gateway, scheduler, governor and one
+ * executor per resource, each a separate process, on a fresh database and a unique prefix.
+ */
+import { ServiceProcess } from './service-process.js';
+
+/** What the stack runs against. */
+export interface StackOptions {
+  readonly natsUrl: string;
+  readonly databaseUrl: string;
+  readonly prefix: string;
+  /** The OpenAI-compatible endpoint the `llm` steps call. */
+  readonly llmBaseUrl: string;
+  readonly llmApiKey?: string;
+  /** Executor resources to start (default `llm` and `tool:http`). */
+  readonly resources?: readonly string[];
+  /** gRPC port of the gateway (default 0: any free port). */
+  readonly grpcPort?: number;
+  /** Extra environment for every service (short poll intervals in tests, log level …). */
+  readonly env?: Record<string, string>;
+  readonly echo?: boolean;
+}
+
+/** A running stack. */
+export interface Stack {
+  readonly grpcAddress: string;
+  readonly gateway: ServiceProcess;
+  readonly scheduler: ServiceProcess;
+  readonly governor: ServiceProcess;
+  readonly executors: ReadonlyMap<string, ServiceProcess>;
+  readonly all: readonly ServiceProcess[];
+  /** Stops every process (SIGTERM); resolves with the exit codes by name. */
+  stop(): Promise<Record<string, number | null>>;
+  [Symbol.asyncDispose](): Promise<void>;
+}
+
+export async function startStack(options: StackOptions): Promise<Stack> {
+  const env: Record<string, string> = {
+    NATS_URL: options.natsUrl,
+    DATABASE_URL: options.databaseUrl,
+    SLUICE_PREFIX: options.prefix,
+    SLUICE_LOG_LEVEL: 'info',
+    SLUICE_LLM_BASE_URL: options.llmBaseUrl,
+    ...(options.llmApiKey ? { SLUICE_LLM_API_KEY: options.llmApiKey } : {}),
+    ...options.env,
+  };
+  const start = (
+    name: string,
+    service: string,
+    extra: Record<string, string> = {},
+    args: string[] = [],
+  ) =>
+    new ServiceProcess({
+      name,
+      service,
+      args,
+      env: { ...env, ...extra },
+      echo: options.echo ?? false,
+    });
+
+  const gateway = start('gateway', 'gateway', { SLUICE_GRPC_PORT: String(options.grpcPort ?? 0) });
+  const scheduler = start('scheduler', 'scheduler');
+  const governor = start('governor', 'governor');
+  const executors = new Map<string, ServiceProcess>();
+  for (const resource of options.resources ?? ['llm', 'tool:http']) {
+    executors.set(
+      resource,
+      start(`executor-${resource}`, 'executor', {}, ['--resource', resource]),
+    );
+  }
+  const all = [gateway, scheduler, governor, ...executors.values()];
+  const stop = async () => {
+    const exits = await Promise.all(all.map((p) => p.stop()));
+    return Object.fromEntries(all.map((p, i) => [p.options.name, exits[i]?.code ?? null]));
+  };
+  try {
+    const ready = await gateway.waitForMessage('gateway started', 60_000);
+    await scheduler.waitForMessage('scheduler started', 60_000);
+    for (const executor of executors.values())
+      await executor.waitForMessage('executor started', 60_000);
+    await governor.waitForLine(
+      (line) => typeof line.msg === 'string' && line.msg.startsWith('governor'),
+      60_000,
+    );
+    const port = ready['grpc_port'];
+    if (typeof port !== 'number') throw new Error('the gateway did not report its grpc_port');
+    return {
+      grpcAddress: `127.0.0.1:${port}`,
+      gateway,
+      scheduler,
+      governor,
+      executors,
+      all,
+      stop,
+      async [Symbol.asyncDispose]() {
+        await stop();
+      },
+    };
+  } catch (error) {
+    await stop();
+    throw error;
+  }
+}
