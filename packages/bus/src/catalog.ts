@@ -89,17 +89,6 @@ export function taskIdTokenProblem(value: unknown): NameProblem {
   return undefined;
 }
 
-/**
- * `resourceFileToken` turns `:` into `__`, so `tool:x` and a resource literally named `tool__x` (or
- * `a__b:c` and `a:b__c`) would share one durable consumer, and adding one would silently re-filter
- * the other's. Refusing `__` in resource names keeps the mapping one-to-one.
- */
-function ambiguousResourceProblem(resource: string): NameProblem {
-  return resource.includes('__')
-    ? `resource "${resource}" must not contain "__" (reserved for the ":" in consumer names)`
-    : undefined;
-}
-
 function ensure(problem: NameProblem, field: string): void {
   if (problem !== undefined) {
     throw new SluiceError('invalid_argument', problem, { field });
@@ -128,7 +117,7 @@ export function createBusCatalog(prefix: string = DEFAULT_PREFIX): BusCatalog {
   const steps = `${upper}_STEPS`;
 
   const stepToken = (resource: string, priority: Priority): string => {
-    ensure(resourceProblem(resource) ?? ambiguousResourceProblem(resource), 'resource');
+    ensure(resourceProblem(resource), 'resource');
     ensurePriority(priority);
     return `p${priority}`;
   };

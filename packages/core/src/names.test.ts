@@ -32,6 +32,8 @@ describe('name validation', () => {
     ['resource', resourceProblem, 'tool:a:b', false],
     ['resource', resourceProblem, 'tool.http', false],
     ['resource', resourceProblem, ':http', false],
+    ['resource', resourceProblem, 'tool__http', false],
+    ['resource', resourceProblem, 'tool:a__b', false],
     ['step', stepNameProblem, 'fetchPages', true],
     ['step', stepNameProblem, 'fetch pages', false],
     ['prefix', prefixProblem, 'sluice', true],

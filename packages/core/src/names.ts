@@ -43,7 +43,12 @@ export function taskTypeProblem(value: unknown): NameProblem {
 
 /** Resource names: `kind` or `kind:name`, each part lower-case letters, digits, `_`, `-`. */
 export function resourceProblem(value: unknown): NameProblem {
-  return check('resource', value, RESOURCE, 'kind or kind:name in [a-z0-9_-]');
+  const problem = check('resource', value, RESOURCE, 'kind or kind:name in [a-z0-9_-]');
+  if (problem) return problem;
+  // `:` becomes `__` in stream and consumer names (resourceFileToken), so `tool:x` and `tool__x`
+  // would share a consumer: a double underscore is reserved for that mapping.
+  if ((value as string).includes('__')) return `resource "${value as string}" must not contain "__"`;
+  return undefined;
 }
 
 /** Step names within a task type: a letter, then letters, digits, `_` or `-`, ≤ 64. */

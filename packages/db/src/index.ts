@@ -74,4 +74,5 @@ export type {
   UnappliedOutcome,
 } from './queries/steps.js';
 export { appendTaskEvent, markEventsPublished, unpublishedEvents } from './queries/events.js';
+export { advanceLeaderEpoch } from './queries/leader-epochs.js';
 export type { AppendedEvent } from './queries/events.js';

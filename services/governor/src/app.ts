@@ -17,7 +17,7 @@ import {
   openKvBuckets,
   type Lease,
 } from '@sluice/bus';
-import { migrateDatabase, openDatabase } from '@sluice/db';
+import { advanceLeaderEpoch, migrateDatabase, openDatabase } from '@sluice/db';
 import {
   createLogger,
   createMetrics,
@@ -28,7 +28,7 @@ import {
 import type { GovernorConfig } from './config.js';
 import { encodeDecision, normalDecision } from './decision.js';
 import { writeDecisionFenced } from './fenced-write.js';
-import { advanceLeaderEpoch, GOVERNOR_ROLE } from './leader-epoch.js';
+import { GOVERNOR_ROLE } from './leader-epoch.js';
 import { startTenure, type Tenure } from './tenure.js';
 
 /** The lease key of the governor in the leases bucket. */
@@ -90,7 +90,7 @@ export async function startGovernor(config: GovernorConfig, log?: Logger): Promi
           holder,
           leaseRevision: revision,
           intervalMs: config.SLUICE_GOVERNOR_INTERVAL_MS,
-          advanceEpoch: () => advanceLeaderEpoch(database.sql, GOVERNOR_ROLE, holder),
+          advanceEpoch: () => advanceLeaderEpoch(database.db, GOVERNOR_ROLE, holder),
           decide: (epoch) => normalDecision(epoch, holder),
           write: (decision) => writeDecisionFenced(buckets.governor, decision),
           announce: (decision) =>
