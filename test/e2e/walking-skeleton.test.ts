@@ -5,6 +5,8 @@
  * each with a history that is a path in the transition table and each step recorded done once.
  */
 import assert from 'node:assert/strict';
+import { createServer, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import { status as grpcStatus } from '@grpc/grpc-js';
 import {
@@ -199,4 +201,62 @@ describe('a multi-step task end to end', () => {
     }
     await assert.rejects(client.cancelTask(task.task_id), { code: grpcStatus.FAILED_PRECONDITION });
   });
+
+  it('fails a task whose step fails for good, and shows the error class and message', async () => {
+    llm.failNext({ status: 401 });
+    const { task } = await client.createTask({
+      type: 'research-brief',
+      priority: 'PRIORITY_P1',
+      input: inputOf(3),
+    });
+    const events = await watchToEnd(task.task_id);
+    assert.equal(events.at(-1)?.to_status, 'TASK_STATUS_FAILED_TERMINAL');
+    const { task: failed } = await client.getTask(task.task_id);
+    assert.equal(failed.error?.error_class, 'ERROR_CLASS_PERMISSION_DENIED');
+    assert.equal(failed.error?.retryable, false);
+    assert.match(failed.error?.message ?? '', /401/);
+    assert.ok(failed.finish_time, 'a failed task has a finish time');
+  });
+
+  it('aborts the running step of a cancelled task through its signal', async () => {
+    const held: ServerResponse[] = [];
+    let aborted = false;
+    const hanging = createServer((request, response) => {
+      held.push(response);
+      request.on('close', () => (aborted = true));
+    });
+    await new Promise<void>((resolve) => hanging.listen(0, '127.0.0.1', resolve));
+    try {
+      const { port } = hanging.address() as AddressInfo;
+      const { task } = await client.createTask({
+        type: 'research-brief',
+        priority: 'PRIORITY_P0',
+        input: { topic: 'slow source', sourceUrl: `http://127.0.0.1:${port}/slow` },
+      });
+      await waitFor(() => held.length > 0, 'the fetch step reached the slow source');
+      const { task: requested } = await client.cancelTask(task.task_id, 'too slow');
+      assert.equal(requested.status, 'TASK_STATUS_RUNNING');
+      assert.equal(requested.cancel_requested, true);
+      const events = await watchToEnd(task.task_id);
+      assert.deepEqual(
+        events.filter((e) => e.type.startsWith('cancel')).map((e) => [e.type, e.to_status]),
+        [
+          ['cancel', 'TASK_STATUS_RUNNING'],
+          ['cancel_completed', 'TASK_STATUS_CANCELLED'],
+        ],
+      );
+      await waitFor(() => aborted, 'the step’s HTTP call was aborted');
+    } finally {
+      for (const response of held) response.destroy();
+      await new Promise((resolve) => hanging.close(resolve));
+    }
+  });
 });
+
+async function waitFor(condition: () => boolean, what: string, timeoutMs = 30_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!condition()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting until ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}

@@ -30,9 +30,4 @@ export class Slots {
     if (next) next();
     else this.used--;
   }
-
-  /** Resolves when no slot is in use (for draining on stop). */
-  async idle(pollMs = 50): Promise<void> {
-    while (this.used > 0) await new Promise((resolve) => setTimeout(resolve, pollMs));
-  }
 }

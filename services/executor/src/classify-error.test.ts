@@ -1,0 +1,47 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { z } from 'zod';
+import { HttpStatusError } from '@sluice/sdk';
+import { classifyStepError } from './classify-error.js';
+
+describe('classifyStepError', () => {
+  const zodError = (() => {
+    try {
+      z.object({ a: z.string() }).parse({});
+    } catch (error) {
+      return error;
+    }
+    throw new Error('zod accepted an invalid value');
+  })();
+  const cases: Array<[string, unknown, 'cancelled' | 'timeout' | undefined, string, boolean]> = [
+    ['429', new HttpStatusError(429, 'x', 2_000), undefined, 'llm_rate_limit', true],
+    ['500', new HttpStatusError(500, 'x'), undefined, 'external_5xx', true],
+    ['503', new HttpStatusError(503, 'x'), undefined, 'external_5xx', true],
+    ['401', new HttpStatusError(401, 'x'), undefined, 'permission_denied', false],
+    ['403', new HttpStatusError(403, 'x'), undefined, 'permission_denied', false],
+    ['404', new HttpStatusError(404, 'x'), undefined, 'unknown', true],
+    ['zod', zodError, undefined, 'schema_validation', false],
+    ['timeout signal', new Error('aborted'), 'timeout', 'tool_timeout', true],
+    ['cancel signal', new HttpStatusError(500, 'x'), 'cancelled', 'cancelled', false],
+    ['plain error', new Error('boom'), undefined, 'unknown', true],
+    ['a thrown string', 'boom', undefined, 'unknown', true],
+  ];
+  for (const [name, error, aborted, errorClass, retryable] of cases) {
+    it(`classifies ${name} as ${errorClass}`, () => {
+      const result = classifyStepError(error, aborted);
+      assert.equal(result.errorClass, errorClass);
+      assert.equal(result.retryable, retryable);
+    });
+  }
+
+  it('keeps the delay a 429 asked for', () => {
+    assert.equal(
+      classifyStepError(new HttpStatusError(429, 'x', 2_000), undefined).retryAfterMs,
+      2_000,
+    );
+    assert.equal(
+      classifyStepError(new HttpStatusError(500, 'x'), undefined).retryAfterMs,
+      undefined,
+    );
+  });
+});
