@@ -2,6 +2,7 @@
  * The whole Sluice stack for end-to-end tests and the demo: gateway, scheduler, governor and one
  * executor per resource, each a separate process, on a fresh database and a unique prefix.
  */
+import { deletePrefixResources, deleteStaleTestResources } from '@sluice/bus/testing';
 import { ServiceProcess } from './service-process.js';
 
 /** What the stack runs against. */
@@ -19,6 +20,8 @@ export interface StackOptions {
   /** Extra environment for every service (short poll intervals in tests, log level …). */
   readonly env?: Record<string, string>;
   readonly echo?: boolean;
+  /** Keep the prefix's streams and buckets at stop (the demo and `npm start` use the real prefix). */
+  readonly keepNatsResources?: boolean;
 }
 
 /** A running stack. */
@@ -29,12 +32,19 @@ export interface Stack {
   readonly governor: ServiceProcess;
   readonly executors: ReadonlyMap<string, ServiceProcess>;
   readonly all: readonly ServiceProcess[];
-  /** Stops every process (SIGTERM); resolves with the exit codes by name. */
+  /**
+   * Stops every process (SIGTERM) and deletes the prefix's streams and buckets; resolves with the
+   * exit codes by name.
+   */
   stop(): Promise<Record<string, number | null>>;
   [Symbol.asyncDispose](): Promise<void>;
 }
 
+/** Test streams older than this are leftovers of crashed runs (no test runs that long). */
+const STALE_TEST_RESOURCES_MS = 3 * 60 * 60 * 1000;
+
 export async function startStack(options: StackOptions): Promise<Stack> {
+  await deleteStaleTestResources(options.natsUrl, STALE_TEST_RESOURCES_MS);
   const env: Record<string, string> = {
     NATS_URL: options.natsUrl,
     DATABASE_URL: options.databaseUrl,
@@ -71,6 +81,8 @@ export async function startStack(options: StackOptions): Promise<Stack> {
   const all = [gateway, scheduler, governor, ...executors.values()];
   const stop = async () => {
     const exits = await Promise.all(all.map((p) => p.stop()));
+    if (options.keepNatsResources !== true)
+      await deletePrefixResources(options.natsUrl, options.prefix);
     return Object.fromEntries(all.map((p, i) => [p.options.name, exits[i]?.code ?? null]));
   };
   try {

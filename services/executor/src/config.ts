@@ -22,10 +22,16 @@ export const BUILTIN_TASK_MODULE = new URL('./builtin-tasks/index.ts', import.me
 export const EXECUTOR_ENV = {
   ...COMMON_ENV,
   /** The resource class this process executes (`llm`, `tool:http` …); `--resource` overrides it. */
-  SLUICE_RESOURCE: z.string().superRefine((value, ctx) => {
-    const problem = resourceProblem(value);
-    if (problem) ctx.addIssue({ code: 'custom', message: problem });
-  }),
+  SLUICE_RESOURCE: z
+    .string({ message: 'is required: the resource class to run (or pass --resource <name>)' })
+    .superRefine((value, ctx) => {
+      const problem = resourceProblem(value);
+      if (problem)
+        ctx.addIssue({
+          code: 'custom',
+          message: `${problem} (from SLUICE_RESOURCE or --resource)`,
+        });
+    }),
   SLUICE_EXECUTOR_SLOTS: intVar(DEFAULT_SLOTS, 1, 1_000),
   /** Comma-separated modules exporting task definitions (paths or package names). */
   SLUICE_TASK_MODULES: z

@@ -28,6 +28,11 @@ export interface Gateway {
   stop(): Promise<void>;
 }
 
+/** grpc-js's own default limit on a received message. */
+const GRPC_DEFAULT_MAX_RECEIVE_BYTES = 4 * 1024 * 1024;
+/** Room for the other fields of a CreateTask request around its input. */
+const GRPC_ENVELOPE_HEADROOM_BYTES = 1024 * 1024;
+
 /** How long `stop` lets calls finish (watch streams are ended at once). */
 const STOP_GRACE_MS = 5_000;
 
@@ -55,6 +60,10 @@ export async function startGateway(
       logger,
       host: config.SLUICE_GRPC_HOST,
       port: config.SLUICE_GRPC_PORT,
+      maxReceiveMessageBytes: Math.max(
+        GRPC_DEFAULT_MAX_RECEIVE_BYTES,
+        config.SLUICE_MAX_INPUT_BYTES + GRPC_ENVELOPE_HEADROOM_BYTES,
+      ),
       taskService: createTaskService({
         db: database.db,
         nc,

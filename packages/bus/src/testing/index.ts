@@ -14,3 +14,4 @@ export { uniquePrefix } from './unique-prefix.js';
 export { natsUrl } from './nats-url.js';
 export { startNatsServer } from './nats-server.js';
 export type { NatsServer, StartNatsServerOptions } from './nats-server.js';
+export { deletePrefixResources, deleteStaleTestResources } from './cleanup.js';

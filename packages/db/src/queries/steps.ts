@@ -122,6 +122,15 @@ export interface StepDispatchRef {
   readonly dispatch: number;
 }
 
+/** The condition "this row is the step `ref` names, under the same dispatch". */
+function isDispatch(ref: StepDispatchRef) {
+  return and(
+    eq(taskSteps.taskId, ref.taskId),
+    eq(taskSteps.seq, ref.seq),
+    eq(taskSteps.dispatchCount, ref.dispatch),
+  );
+}
+
 /** Reads a step by task and sequence. */
 export async function findStep(
   executor: Executor,
@@ -156,9 +165,7 @@ export async function startStep(
     })
     .where(
       and(
-        eq(taskSteps.taskId, ref.taskId),
-        eq(taskSteps.seq, ref.seq),
-        eq(taskSteps.dispatchCount, ref.dispatch),
+        isDispatch(ref),
         sql`(${taskSteps.status} = 'dispatched' or (${taskSteps.status} = 'running' and ${taskSteps.heartbeatAt} < now() - make_interval(secs => ${staleAfterMs / 1_000})))`,
       ),
     )
@@ -175,14 +182,7 @@ export async function heartbeatSteps(
     await executor
       .update(taskSteps)
       .set({ heartbeatAt: sql`now()` })
-      .where(
-        and(
-          eq(taskSteps.taskId, ref.taskId),
-          eq(taskSteps.seq, ref.seq),
-          eq(taskSteps.dispatchCount, ref.dispatch),
-          eq(taskSteps.status, 'running'),
-        ),
-      );
+      .where(and(isDispatch(ref), eq(taskSteps.status, 'running')));
   }
 }
 
@@ -200,14 +200,7 @@ export async function recordStepOutcome(
   const rows = await executor
     .update(taskSteps)
     .set({ status, outcome, finishedAt: sql`now()` })
-    .where(
-      and(
-        eq(taskSteps.taskId, ref.taskId),
-        eq(taskSteps.seq, ref.seq),
-        eq(taskSteps.dispatchCount, ref.dispatch),
-        eq(taskSteps.status, 'running'),
-      ),
-    )
+    .where(and(isDispatch(ref), eq(taskSteps.status, 'running')))
     .returning({ id: taskSteps.id, name: taskSteps.name });
   const row = rows[0];
   if (!row) return false;

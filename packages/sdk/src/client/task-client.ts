@@ -125,6 +125,9 @@ export function createTaskClient(options: TaskClientOptions): TaskClient {
           for await (const response of stream) {
             yield (response as { event: TaskEvent }).event;
           }
+        } catch (error) {
+          // Our own abort ends the iteration quietly; anything else is the caller's to see.
+          if (!signal?.aborted) throw error;
         } finally {
           signal?.removeEventListener('abort', abort);
           stream.cancel();

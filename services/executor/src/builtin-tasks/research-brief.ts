@@ -17,7 +17,9 @@ export const researchBrief = defineTask({
   description: 'Outline a topic with an LLM, then fetch the source page it should cite.',
   input: z.object({
     topic: z.string().min(1).max(500),
-    sourceUrl: z.url({ protocol: /^https?$/ }),
+    // The pattern is what reaches the registered JSON Schema (the gateway validates with it); the
+    // protocol check is zod's own, for the executor.
+    sourceUrl: z.url({ protocol: /^https?$/ }).regex(/^https?:\/\/[^\s/?#]+[^\s]*$/i),
   }),
   firstStep: 'outline',
   steps: {

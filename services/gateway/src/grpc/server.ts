@@ -51,6 +51,12 @@ export interface GrpcServerOptions {
   credentials?: ServerCredentials;
   /** The compiled API; default `<repo>/proto/sluice.binpb` (`npm run proto:build`). */
   descriptorSetPath?: string;
+  /**
+   * Largest request the transport accepts, in bytes (default grpc-js's 4 MiB). Keep it well above
+   * the handlers' own limits, so an oversized field gets their INVALID_ARGUMENT naming it rather
+   * than the transport's anonymous RESOURCE_EXHAUSTED.
+   */
+  maxReceiveMessageBytes?: number;
   /** Called once per finished TaskService call, e.g. to record metrics. */
   onCallFinished?: (call: FinishedCall) => void;
 }
@@ -98,6 +104,9 @@ export function createGrpcServer(options: GrpcServerOptions): GrpcServer {
   const server = new Server({
     'grpc.keepalive_time_ms': GRPC_KEEPALIVE_TIME_MS,
     'grpc.keepalive_timeout_ms': GRPC_KEEPALIVE_TIMEOUT_MS,
+    ...(options.maxReceiveMessageBytes === undefined
+      ? {}
+      : { 'grpc.max_receive_message_length': options.maxReceiveMessageBytes }),
   });
   server.addService(api.taskService, taskServiceImplementation(options.taskService, env));
 

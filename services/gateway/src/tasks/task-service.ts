@@ -14,6 +14,7 @@ import {
   findKeyOwner,
   findLatestTaskType,
   findTask,
+  isUuid,
   listTaskEvents,
   listTasks,
   type Database,
@@ -78,7 +79,7 @@ export function createTaskService(deps: TaskServiceDeps): Partial<TaskServiceHan
     return owner;
   };
   const requireTask = async (tenantId: string, taskId: string): Promise<TaskRecord> => {
-    if (taskId === '') throw invalidArgument('task_id', 'task_id is required');
+    checkTaskId(taskId);
     const task = await findTask(deps.db, tenantId, taskId);
     if (!task) throw notFound(`task ${taskId} not found`);
     return task;
@@ -187,7 +188,7 @@ export function createTaskService(deps: TaskServiceDeps): Partial<TaskServiceHan
     async CancelTask(call) {
       const { tenantId } = await authenticate(call.metadata);
       const { task_id: taskId, reason } = call.request;
-      if (taskId === '') throw invalidArgument('task_id', 'task_id is required');
+      checkTaskId(taskId);
       const result = await deps.db.transaction(async (tx) => {
         const applied = await applyTransition(tx, {
           taskId,
@@ -220,6 +221,16 @@ export function createTaskService(deps: TaskServiceDeps): Partial<TaskServiceHan
       await streamEvents(deps, call, task.id, afterSeq, context.signal);
     },
   };
+}
+
+/**
+ * Refuses a `task_id` that cannot name any task: empty, or not a UUID. Such an id is a caller's
+ * mistake (`INVALID_ARGUMENT`, as the API documents), not a task that happens to be missing; and it
+ * must never reach a query that casts it to `uuid`, where Postgres would reject it as an error.
+ */
+function checkTaskId(taskId: string): void {
+  if (taskId === '') throw invalidArgument('task_id', 'task_id is required');
+  if (!isUuid(taskId)) throw invalidArgument('task_id', 'task_id must be a task id (a UUID)');
 }
 
 function parseAfterSeq(request: WatchTaskRequest): number {

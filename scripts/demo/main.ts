@@ -1,0 +1,256 @@
+/**
+ * `npm run demo` (through scripts/demo.mjs, which prepares NATS and Postgres and sets NATS_URL and
+ * DATABASE_URL): starts a fake LLM and a fake web site on loopback and the four services as child
+ * processes, creates a fresh tenant, sends one bad request and a mixed batch of `research-brief`
+ * tasks, prints every task event as it arrives, then a summary, and stops everything.
+ *
+ * It uses the configured database (`sluice` by default) and the default `sluice` prefix
+ * (SLUICE_PREFIX overrides it), like `npm start`. Runs stay apart because each has its own tenant
+ * `demo-<random>` and every task it creates has ended (or been cancelled) before it exits. A private
+ * prefix per run would not isolate more — the ready queue is the shared database — and would leave
+ * three more streams and two buckets in NATS after every run.
+ *
+ * Exits 0 when every task ended as planned and every service stopped cleanly, 1 otherwise, 2 on a
+ * bad configuration value, 130/143 when interrupted (141 when stdout closes). `--verbose` also prints the services' logs.
+ */
+import { randomBytes } from 'node:crypto';
+import { parseArgs } from 'node:util';
+import { createApiKey, createTenant, migrateDatabase, openDatabase } from '@sluice/db';
+import { COMMON_ENV, ConfigError, intVar, loadEnvConfig, type EnvConfig } from '@sluice/runtime';
+import { createTaskClient } from '@sluice/sdk/client';
+import { startFakeLlmServer } from '../../test/support/fake-llm-server.js';
+import { startFakeWebServer } from '../../test/support/fake-web-server.js';
+import { startStack, type Stack } from '../../test/support/stack.js';
+import { demoBatch } from './batch.js';
+import { showBadRequest } from './bad-request.js';
+import { shortId } from './progress.js';
+import { runBatch, type BatchResult } from './run-batch.js';
+import { finalProblem } from './scenario.js';
+import { summaryTable, type StepSummary, type TaskSummary } from './summary.js';
+import { paint, redactUrl } from '../lib/terminal.js';
+
+/** Longest the batch may take from the first submission to the last final state. */
+const BATCH_DEADLINE_MS = 60_000;
+/** Steps each executor runs at once: few, so that tasks queue and the priorities show. */
+const DEMO_SLOTS = 2;
+/** Simulated thinking time of the fake LLM, so that queued and running tasks can be seen. */
+const LLM_LATENCY_MS = 250;
+/** Width of the summary when stdout is not a terminal (a file, a CI log): wide enough to read. */
+const UNBOUNDED_WIDTH = 160;
+
+/** The exit code of a demo ended by a signal: 128 + the signal's number, as a shell reports it. */
+const EXIT_ON_SIGNAL: Partial<Record<NodeJS.Signals, number>> = {
+  SIGINT: 130,
+  SIGPIPE: 141,
+  SIGTERM: 143,
+};
+
+const DEMO_ENV = {
+  NATS_URL: COMMON_ENV.NATS_URL,
+  DATABASE_URL: COMMON_ENV.DATABASE_URL,
+  SLUICE_PREFIX: COMMON_ENV.SLUICE_PREFIX,
+  /** The gateway's port; 0 (the default here) picks a free one. */
+  SLUICE_GRPC_PORT: intVar(0, 0, 65_535),
+};
+
+const say = (line = '') => console.log(line);
+const heading = (text: string) => say(`\n${paint('bold', `▸ ${text}`)}`);
+const seconds = (from: number) => `${((performance.now() - from) / 1000).toFixed(2)}s`;
+
+const { values: flags } = parseArgs({ options: { verbose: { type: 'boolean', default: false } } });
+const config = readConfig();
+const interrupt = abortOnSignals();
+process.exit(await runDemo(config));
+
+/** The demo from start to clean stop; resolves with the exit code. */
+async function runDemo(env: EnvConfig<typeof DEMO_ENV>): Promise<number> {
+  const demoStart = performance.now();
+  const runId = randomBytes(4).toString('hex');
+  const tenantId = `demo-${runId}`;
+  const problems: string[] = [];
+  const cleanups: (() => Promise<unknown>)[] = [];
+  let stack: Stack | undefined;
+  let stopping = false;
+
+  try {
+    say(paint('bold', 'Sluice demo'));
+    say(
+      `NATS ${env.NATS_URL} · Postgres ${redactUrl(env.DATABASE_URL)} · prefix ${env.SLUICE_PREFIX}`,
+    );
+
+    heading('the outside world: a fake OpenAI-compatible LLM and a fake web site, on loopback');
+    const llmKey = `sk-demo-${randomBytes(8).toString('hex')}`;
+    const llm = await startFakeLlmServer({ apiKey: llmKey, latencyMs: LLM_LATENCY_MS });
+    cleanups.push(() => llm.stop());
+    const web = await startFakeWebServer();
+    cleanups.push(() => web.stop());
+    say(`LLM ${llm.baseUrl} (answers after ${LLM_LATENCY_MS} ms) · web ${web.baseUrl}`);
+
+    heading(`tenant ${tenantId}`);
+    await migrateDatabase(env.DATABASE_URL);
+    const database = openDatabase(env.DATABASE_URL, { max: 2, applicationName: 'sluice-demo' });
+    cleanups.push(() => database.close());
+    await createTenant(database.db, { id: tenantId, name: `Sluice demo ${runId}` });
+    const apiKey = await createApiKey(database.db, { tenantId });
+    say(`created, with a new API key ${apiKey.slice(0, 10)}… (Postgres keeps only its hash)`);
+
+    heading('starting gateway, scheduler, governor and executors for llm and tool:http');
+    const stackStart = performance.now();
+    stack = await startStack({
+      natsUrl: env.NATS_URL,
+      databaseUrl: env.DATABASE_URL,
+      prefix: env.SLUICE_PREFIX,
+      llmBaseUrl: llm.baseUrl,
+      llmApiKey: llmKey,
+      grpcPort: env.SLUICE_GRPC_PORT,
+      env: { SLUICE_EXECUTOR_SLOTS: String(DEMO_SLOTS) },
+      echo: flags.verbose,
+    });
+    say(`all up in ${seconds(stackStart)}; gRPC API at ${stack.grpcAddress}`);
+    const client = createTaskClient({ address: stack.grpcAddress, apiKey, timeoutMs: 10_000 });
+    cleanups.push(() => Promise.resolve(client.close()));
+
+    // A service that dies mid-demo ends the demo at once instead of at the batch deadline.
+    const serviceDied = new AbortController();
+    for (const service of stack.all) {
+      void service.exited.then(({ code, signal }) => {
+        if (stopping || serviceDied.signal.aborted) return;
+        const tail = service.stderr.slice(-5).join('\n    ');
+        const what = `${service.options.name} exited (${signal ?? `code ${code}`}) during the demo`;
+        problems.push(tail ? `${what}:\n    ${tail}` : what);
+        serviceDied.abort();
+      });
+    }
+    const cutShort = AbortSignal.any([interrupt.signal, serviceDied.signal]);
+
+    if (!cutShort.aborted) {
+      heading('a bad request');
+      const problem = await showBadRequest(client, say);
+      if (problem) problems.push(problem);
+    }
+    if (!cutShort.aborted) {
+      heading(
+        `a batch of research-brief tasks, least urgent first, ${DEMO_SLOTS} slots per executor`,
+      );
+      const batchStart = performance.now();
+      const outcome = await runBatch({
+        client,
+        batch: demoBatch(runId),
+        urlOf: (path) => web.url(path),
+        say,
+        signal: cutShort,
+        deadlineMs: BATCH_DEADLINE_MS,
+      });
+      say(`\nbatch done in ${seconds(batchStart)}`);
+      problems.push(...outcome.problems);
+
+      heading('summary');
+      const rows = summarize(outcome.results, await stepsOf(database, tenantId));
+      for (const row of rows) {
+        if (row.problem) problems.push(`${shortId(row.task.task_id)} ${row.label}: ${row.problem}`);
+      }
+      say(summaryTable(rows, process.stdout.columns || UNBOUNDED_WIDTH));
+    }
+  } catch (error) {
+    problems.push(error instanceof Error ? error.message : String(error));
+  } finally {
+    if (stack) {
+      heading('stopping');
+      stopping = true;
+      const exits = await stack.stop();
+      const unclean = Object.entries(exits).filter(([, code]) => code !== 0);
+      if (unclean.length === 0) {
+        say(`every service stopped cleanly (${Object.keys(exits).join(', ')})`);
+      } else if (interrupt.received() === undefined) {
+        // Interrupted, the services got the signal too, and a second one makes them exit at once.
+        const list = unclean.map(([name, code]) => `${name} exit ${code}`).join(', ');
+        problems.push(`not every service stopped cleanly: ${list}`);
+      }
+    }
+    for (const cleanup of cleanups.reverse()) await cleanup().catch(() => undefined);
+  }
+
+  const signal = interrupt.received();
+  if (signal !== undefined) {
+    console.error(`demo interrupted by ${signal} after ${seconds(demoStart)}`);
+    return EXIT_ON_SIGNAL[signal] ?? 1;
+  }
+  if (problems.length > 0) {
+    console.error(`\n${paint('red', 'demo failed:')}`);
+    for (const problem of problems) console.error(`  - ${problem}`);
+    return 1;
+  }
+  say(`\n${paint('green', '✓')} demo finished in ${seconds(demoStart)}`);
+  return 0;
+}
+
+/** The summary rows: each task's final state with its steps, judged against the plan. */
+function summarize(
+  results: readonly BatchResult[],
+  steps: ReadonlyMap<string, StepSummary[]>,
+): TaskSummary[] {
+  return results.flatMap(({ submitted, task }): TaskSummary[] => {
+    if (task === undefined) return [];
+    const problems = [...submitted.problems, finalProblem(submitted, task)].filter(
+      (p): p is string => p !== undefined,
+    );
+    return [
+      {
+        label: submitted.spec.label,
+        task,
+        steps: steps.get(task.task_id) ?? [],
+        problem: problems.length > 0 ? problems.join('; ') : undefined,
+      },
+    ];
+  });
+}
+
+/** The step rows of the tenant's tasks, by task id, in step order. */
+async function stepsOf(
+  database: ReturnType<typeof openDatabase>,
+  tenant: string,
+): Promise<Map<string, StepSummary[]>> {
+  const rows = await database.sql<{ task_id: string; name: string; status: string }[]>`
+    select task_id, name, status from task_steps where tenant_id = ${tenant} order by task_id, seq`;
+  const byTask = new Map<string, StepSummary[]>();
+  for (const row of rows) {
+    byTask.set(row.task_id, [...(byTask.get(row.task_id) ?? []), row]);
+  }
+  return byTask;
+}
+
+/** The demo's configuration; a bad value ends the process with one line and exit code 2. */
+function readConfig(): EnvConfig<typeof DEMO_ENV> {
+  try {
+    return loadEnvConfig(DEMO_ENV);
+  } catch (error) {
+    if (!(error instanceof ConfigError)) throw error;
+    console.error(`demo: ${error.message}`);
+    process.exit(2);
+  }
+}
+
+/**
+ * SIGINT and SIGTERM end the demo early but cleanly: the watches stop, unfinished tasks are
+ * cancelled and the services stopped. So does a closed stdout (`npm run demo | head`), which would
+ * otherwise crash the demo with EPIPE and leave the services running without a parent.
+ */
+function abortOnSignals(): { signal: AbortSignal; received(): NodeJS.Signals | undefined } {
+  const controller = new AbortController();
+  let received: NodeJS.Signals | undefined;
+  const stop = (name: NodeJS.Signals) => {
+    if (received !== undefined) return;
+    received = name;
+    console.error(`\n${name}: stopping the demo…`);
+    controller.abort();
+  };
+  process.on('SIGINT', () => stop('SIGINT'));
+  process.on('SIGTERM', () => stop('SIGTERM'));
+  for (const stream of [process.stdout, process.stderr]) {
+    stream.on('error', (error: NodeJS.ErrnoException) => {
+      if (error.code !== 'EPIPE') throw error;
+      stop('SIGPIPE');
+    });
+  }
+  return { signal: controller.signal, received: () => received };
+}
