@@ -14,8 +14,9 @@ import * as protoLoader from '@grpc/proto-loader';
 import { createLogger } from '@sluice/telemetry';
 import protobuf from 'protobufjs';
 import descriptor from 'protobufjs/ext/descriptor/index.js';
-import { createGrpcServer, toTimestamp } from '../../services/gateway/src/grpc/index.js';
-import type { CreateTaskRequest, GrpcServer, Task } from '../../services/gateway/src/grpc/index.js';
+import { toTimestamp, type CreateTaskRequest, type Task } from '@sluice/api';
+import { createGrpcServer } from '../../services/gateway/src/grpc/index.js';
+import type { GrpcServer } from '../../services/gateway/src/grpc/index.js';
 
 const PROTO_ROOT = fileURLToPath(new URL('../../proto', import.meta.url));
 const CALL_TIMEOUT_MS = 5_000;

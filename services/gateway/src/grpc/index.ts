@@ -5,7 +5,8 @@
  *
  * @example
  * ```ts
- * import { createGrpcServer, invalidArgument, readBearerKey, toTimestamp } from './grpc/index.js';
+ * import { toTimestamp } from '@sluice/api';
+ * import { createGrpcServer, invalidArgument, readBearerKey } from './grpc/index.js';
  *
  * const grpcServer = createGrpcServer({
  *   logger,
@@ -24,41 +25,6 @@
  * await grpcServer.stop(10_000);
  * ```
  */
-export {
-  ERROR_CLASS_VALUES,
-  PRIORITY_VALUES,
-  TASK_STATUS_VALUES,
-  fromTimestamp,
-  toTimestamp,
-} from '@sluice/api';
-export type {
-  ApproveTaskRequest,
-  ApproveTaskResponse,
-  CancelTaskRequest,
-  CancelTaskResponse,
-  CreateTaskRequest,
-  CreateTaskResponse,
-  ErrorClass,
-  GetTaskRequest,
-  GetTaskResponse,
-  ListTasksRequest,
-  ListTasksResponse,
-  PauseTaskRequest,
-  PauseTaskResponse,
-  Priority,
-  ReceivedEnum,
-  ResumeTaskRequest,
-  ResumeTaskResponse,
-  RetryTaskRequest,
-  RetryTaskResponse,
-  Task,
-  TaskError,
-  TaskEvent,
-  TaskStatus,
-  Timestamp,
-  WatchTaskRequest,
-  WatchTaskResponse,
-} from '@sluice/api';
 export { AUTHORIZATION_METADATA_KEY, MAX_API_KEY_LENGTH, readBearerKey } from './auth.js';
 export {
   DEFAULT_DESCRIPTOR_SET_PATH,
@@ -71,7 +37,6 @@ export type {
   ServerStreamingMethod,
   UnaryMethod,
 } from './handler-adapter.js';
-export { PROTO_LOADER_OPTIONS } from '@sluice/api';
 export {
   DEFAULT_GRPC_HOST,
   GRPC_KEEPALIVE_TIMEOUT_MS,

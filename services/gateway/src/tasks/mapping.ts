@@ -12,7 +12,7 @@ import {
   type Task,
   type TaskEvent,
   type TaskStatus,
-} from '../grpc/index.js';
+} from '@sluice/api';
 
 const PRIORITY_TO_API: Record<CorePriority, Priority> = {
   0: 'PRIORITY_P0',

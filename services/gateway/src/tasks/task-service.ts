@@ -41,9 +41,8 @@ import {
   readBearerKey,
   unauthenticated,
   type TaskServiceHandlers,
-  type WatchTaskRequest,
-  type WatchTaskResponse,
 } from '../grpc/index.js';
+import type { WatchTaskRequest, WatchTaskResponse } from '@sluice/api';
 import type { EventHub } from './event-hub.js';
 import { InputValidators, parseInput } from './input-validation.js';
 import { eventToApi, priorityFromApi, statusFromApi, taskToApi } from './mapping.js';
