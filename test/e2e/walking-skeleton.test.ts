@@ -24,6 +24,9 @@ import {
 } from '@sluice/db';
 import { createTestDatabase, migratedTemplate, type TestDatabase } from '@sluice/db/testing';
 import { natsUrl, uniquePrefix } from '@sluice/bus/testing';
+import { createBusCatalog, decodeMessageOf } from '@sluice/bus';
+import { AckPolicy, DeliverPolicy, jetstream, jetstreamManager } from '@nats-io/jetstream';
+import { connect, nanos } from '@nats-io/transport-node';
 import { createTaskClient, type TaskClient } from '@sluice/sdk/client';
 import type { TaskEvent } from '@sluice/api';
 import { startFakeLlmServer, type FakeLlmServer } from '../support/fake-llm-server.js';
@@ -39,18 +42,20 @@ let llm: FakeLlmServer;
 let web: FakeWebServer;
 let stack: Stack;
 let client: TaskClient;
+let prefix: string;
 
 before(async () => {
   database = await createTestDatabase({ template: await migratedTemplate(migrateDatabase) });
   handle = openDatabase(database.url, { max: 4 });
   await createTenant(handle.db, { id: 'acme' });
   const apiKey = await createApiKey(handle.db, { tenantId: 'acme' });
+  prefix = uniquePrefix('e2e');
   llm = await startFakeLlmServer({ apiKey: 'llm-secret' });
   web = await startFakeWebServer({});
   stack = await startStack({
     natsUrl: natsUrl(),
     databaseUrl: database.url,
-    prefix: uniquePrefix('e2e'),
+    prefix,
     llmBaseUrl: llm.baseUrl,
     llmApiKey: 'llm-secret',
     env: {
@@ -176,6 +181,45 @@ describe('a multi-step task end to end', () => {
     const rest: TaskEvent[] = [];
     for await (const event of client.watchTask(task.task_id, 2)) rest.push(event);
     assert.deepEqual(rest, all.slice(2));
+  });
+
+  it('relays every event to the task’s NATS subject in order, for late subscribers too', async () => {
+    const { task } = await client.createTask({
+      type: 'research-brief',
+      priority: 'PRIORITY_P2',
+      input: inputOf(4),
+    });
+    const events = await watchToEnd(task.task_id);
+    const nc = await connect({ servers: natsUrl() });
+    try {
+      const catalog = createBusCatalog(prefix);
+      // A consumer created after the fact replays what the relay stored in the stream. (One
+      // filter subject, as nats-server 2.9 allows; v3's ordered consumers need 2.10.)
+      const { name } = await (
+        await jetstreamManager(nc)
+      ).consumers.add(catalog.streams.events, {
+        filter_subject: catalog.subjects.events('acme', task.task_id),
+        ack_policy: AckPolicy.None,
+        deliver_policy: DeliverPolicy.All,
+        inactive_threshold: nanos(60_000),
+      });
+      const consumer = await jetstream(nc).consumers.get(catalog.streams.events, name);
+      const seen: number[] = [];
+      const deadline = Date.now() + 30_000;
+      while (seen.length < events.length && Date.now() < deadline) {
+        const message = await consumer.next({ expires: 2_000 });
+        if (!message) continue;
+        const notice = decodeMessageOf('task.event', message.subject, message.data);
+        assert.equal(notice.task_id, task.task_id);
+        seen.push(notice.seq);
+      }
+      assert.deepEqual(
+        seen,
+        events.map((e) => Number(e.seq)),
+      );
+    } finally {
+      await nc.close();
+    }
   });
 
   it('cancels a queued or running task and refuses to cancel a finished one', async () => {
