@@ -47,7 +47,8 @@ export function resourceProblem(value: unknown): NameProblem {
   if (problem) return problem;
   // `:` becomes `__` in stream and consumer names (resourceFileToken), so `tool:x` and `tool__x`
   // would share a consumer: a double underscore is reserved for that mapping.
-  if ((value as string).includes('__')) return `resource "${value as string}" must not contain "__"`;
+  if ((value as string).includes('__'))
+    return `resource "${value as string}" must not contain "__"`;
   return undefined;
 }
 
