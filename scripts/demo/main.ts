@@ -7,15 +7,23 @@
  * It uses the configured database (`sluice` by default) and the default `sluice` prefix
  * (SLUICE_PREFIX overrides it), like `npm start`. Runs stay apart because each has its own tenant
  * `demo-<random>` and every task it creates has ended (or been cancelled) before it exits. A private
- * prefix per run would not isolate more — the ready queue is the shared database — and would leave
- * three more streams and two buckets in NATS after every run.
+ * prefix per run would not isolate more — the ready queue is the shared database, whose steps any
+ * connected scheduler claims — so the demo refuses to run while another stack (a running
+ * `npm start`, another demo) is connected to the database.
  *
  * Exits 0 when every task ended as planned and every service stopped cleanly, 1 otherwise, 2 on a
- * bad configuration value, 130/143 when interrupted (141 when stdout closes). `--verbose` also prints the services' logs.
+ * bad configuration value, 130/143 when interrupted (141 when stdout closes). `--verbose` also
+ * prints the services' logs.
  */
 import { randomBytes } from 'node:crypto';
 import { parseArgs } from 'node:util';
-import { createApiKey, createTenant, migrateDatabase, openDatabase } from '@sluice/db';
+import {
+  createApiKey,
+  createTenant,
+  migrateDatabase,
+  openDatabase,
+  type DatabaseHandle,
+} from '@sluice/db';
 import { COMMON_ENV, ConfigError, intVar, loadEnvConfig, type EnvConfig } from '@sluice/runtime';
 import { createTaskClient } from '@sluice/sdk/client';
 import { startFakeLlmServer } from '../../test/support/fake-llm-server.js';
@@ -23,6 +31,8 @@ import { startFakeWebServer } from '../../test/support/fake-web-server.js';
 import { startStack, type Stack } from '../../test/support/stack.js';
 import { demoBatch } from './batch.js';
 import { showBadRequest } from './bad-request.js';
+import { cancelUnfinished } from './leftovers.js';
+import { DEMO_APPLICATION_NAME, otherServicesConnected, otherStackProblem } from './preflight.js';
 import { shortId } from './progress.js';
 import { runBatch, type BatchResult } from './run-batch.js';
 import { finalProblem } from './scenario.js';
@@ -70,6 +80,7 @@ async function runDemo(env: EnvConfig<typeof DEMO_ENV>): Promise<number> {
   const problems: string[] = [];
   const cleanups: (() => Promise<unknown>)[] = [];
   let stack: Stack | undefined;
+  let database: DatabaseHandle | undefined;
   let stopping = false;
 
   try {
@@ -77,6 +88,14 @@ async function runDemo(env: EnvConfig<typeof DEMO_ENV>): Promise<number> {
     say(
       `NATS ${env.NATS_URL} · Postgres ${redactUrl(env.DATABASE_URL)} · prefix ${env.SLUICE_PREFIX}`,
     );
+
+    // First of all: another stack on this database would take over some of the demo's steps.
+    await migrateDatabase(env.DATABASE_URL);
+    const db = openDatabase(env.DATABASE_URL, { max: 2, applicationName: DEMO_APPLICATION_NAME });
+    database = db;
+    cleanups.push(() => db.close());
+    const busy = otherStackProblem(await otherServicesConnected(db));
+    if (busy) throw new Error(busy);
 
     heading('the outside world: a fake OpenAI-compatible LLM and a fake web site, on loopback');
     const llmKey = `sk-demo-${randomBytes(8).toString('hex')}`;
@@ -87,11 +106,8 @@ async function runDemo(env: EnvConfig<typeof DEMO_ENV>): Promise<number> {
     say(`LLM ${llm.baseUrl} (answers after ${LLM_LATENCY_MS} ms) · web ${web.baseUrl}`);
 
     heading(`tenant ${tenantId}`);
-    await migrateDatabase(env.DATABASE_URL);
-    const database = openDatabase(env.DATABASE_URL, { max: 2, applicationName: 'sluice-demo' });
-    cleanups.push(() => database.close());
-    await createTenant(database.db, { id: tenantId, name: `Sluice demo ${runId}` });
-    const apiKey = await createApiKey(database.db, { tenantId });
+    await createTenant(db.db, { id: tenantId, name: `Sluice demo ${runId}` });
+    const apiKey = await createApiKey(db.db, { tenantId });
     say(`created, with a new API key ${apiKey.slice(0, 10)}… (Postgres keeps only its hash)`);
 
     heading('starting gateway, scheduler, governor and executors for llm and tool:http');
@@ -105,23 +121,16 @@ async function runDemo(env: EnvConfig<typeof DEMO_ENV>): Promise<number> {
       grpcPort: env.SLUICE_GRPC_PORT,
       env: { SLUICE_EXECUTOR_SLOTS: String(DEMO_SLOTS) },
       echo: flags.verbose,
+      // The real prefix is shared with `npm start`: its streams and buckets must outlive the demo.
+      keepNatsResources: true,
     });
     say(`all up in ${seconds(stackStart)}; gRPC API at ${stack.grpcAddress}`);
     const client = createTaskClient({ address: stack.grpcAddress, apiKey, timeoutMs: 10_000 });
     cleanups.push(() => Promise.resolve(client.close()));
 
     // A service that dies mid-demo ends the demo at once instead of at the batch deadline.
-    const serviceDied = new AbortController();
-    for (const service of stack.all) {
-      void service.exited.then(({ code, signal }) => {
-        if (stopping || serviceDied.signal.aborted) return;
-        const tail = service.stderr.slice(-5).join('\n    ');
-        const what = `${service.options.name} exited (${signal ?? `code ${code}`}) during the demo`;
-        problems.push(tail ? `${what}:\n    ${tail}` : what);
-        serviceDied.abort();
-      });
-    }
-    const cutShort = AbortSignal.any([interrupt.signal, serviceDied.signal]);
+    const serviceDied = abortWhenAServiceDies(stack, () => stopping, problems);
+    const cutShort = AbortSignal.any([interrupt.signal, serviceDied]);
 
     if (!cutShort.aborted) {
       heading('a bad request');
@@ -144,29 +153,24 @@ async function runDemo(env: EnvConfig<typeof DEMO_ENV>): Promise<number> {
       say(`\nbatch done in ${seconds(batchStart)}`);
       problems.push(...outcome.problems);
 
-      heading('summary');
-      const rows = summarize(outcome.results, await stepsOf(database, tenantId));
-      for (const row of rows) {
-        if (row.problem) problems.push(`${shortId(row.task.task_id)} ${row.label}: ${row.problem}`);
+      if (!interrupt.signal.aborted) {
+        heading('summary');
+        const rows = summarize(outcome.results, await stepsOf(db, tenantId));
+        for (const row of rows) {
+          if (row.problem)
+            problems.push(`${shortId(row.task.task_id)} ${row.label}: ${row.problem}`);
+        }
+        say(summaryTable(rows, process.stdout.columns || UNBOUNDED_WIDTH));
       }
-      say(summaryTable(rows, process.stdout.columns || UNBOUNDED_WIDTH));
     }
   } catch (error) {
     problems.push(error instanceof Error ? error.message : String(error));
   } finally {
     if (stack) {
-      heading('stopping');
       stopping = true;
-      const exits = await stack.stop();
-      const unclean = Object.entries(exits).filter(([, code]) => code !== 0);
-      if (unclean.length === 0) {
-        say(`every service stopped cleanly (${Object.keys(exits).join(', ')})`);
-      } else if (interrupt.received() === undefined) {
-        // Interrupted, the services got the signal too, and a second one makes them exit at once.
-        const list = unclean.map(([name, code]) => `${name} exit ${code}`).join(', ');
-        problems.push(`not every service stopped cleanly: ${list}`);
-      }
+      await stopStack(stack, problems);
     }
+    if (database) await cancelLeftovers(database, tenantId, problems);
     for (const cleanup of cleanups.reverse()) await cleanup().catch(() => undefined);
   }
 
@@ -182,6 +186,59 @@ async function runDemo(env: EnvConfig<typeof DEMO_ENV>): Promise<number> {
   }
   say(`\n${paint('green', '✓')} demo finished in ${seconds(demoStart)}`);
   return 0;
+}
+
+/**
+ * An abort signal that fires when a service of the stack exits while `stopping()` is false; the
+ * exit, with the end of the service's stderr, is added to `problems`.
+ */
+function abortWhenAServiceDies(
+  stack: Stack,
+  stopping: () => boolean,
+  problems: string[],
+): AbortSignal {
+  const died = new AbortController();
+  for (const service of stack.all) {
+    void service.exited.then(({ code, signal }) => {
+      if (stopping() || died.signal.aborted) return;
+      const tail = service.stderr.slice(-5).join('\n    ');
+      const what = `${service.options.name} exited (${signal ?? `code ${code}`}) during the demo`;
+      problems.push(tail ? `${what}:\n    ${tail}` : what);
+      died.abort();
+    });
+  }
+  return died.signal;
+}
+
+/** Stops the services and says how they ended; an unclean stop is a problem unless interrupted. */
+async function stopStack(stack: Stack, problems: string[]): Promise<void> {
+  heading('stopping');
+  const exits = await stack.stop();
+  const unclean = Object.entries(exits).filter(([, code]) => code !== 0);
+  if (unclean.length === 0) {
+    say(`every service stopped cleanly (${Object.keys(exits).join(', ')})`);
+  } else if (interrupt.received() === undefined) {
+    // Interrupted, the services got the signal too, and a second one makes them exit at once.
+    const list = unclean.map(([name, code]) => `${name} exit ${code}`).join(', ');
+    problems.push(`not every service stopped cleanly: ${list}`);
+  }
+}
+
+/** Cancels the tasks of the run that did not finish (see leftovers.ts) and says so. */
+async function cancelLeftovers(
+  database: DatabaseHandle,
+  tenantId: string,
+  problems: string[],
+): Promise<void> {
+  try {
+    const left = await cancelUnfinished(database, tenantId, 'the demo stopped early');
+    const count = left.cancelled + left.requested;
+    if (count === 0) return;
+    const settling = left.requested > 0 ? ` (${left.requested} settle when Sluice next runs)` : '';
+    say(`cancelled the ${count} unfinished task(s) of ${tenantId}${settling}`);
+  } catch (error) {
+    problems.push(`cancelling the unfinished tasks: ${String(error)}`);
+  }
 }
 
 /** The summary rows: each task's final state with its steps, judged against the plan. */
@@ -207,14 +264,16 @@ function summarize(
 
 /** The step rows of the tenant's tasks, by task id, in step order. */
 async function stepsOf(
-  database: ReturnType<typeof openDatabase>,
+  database: DatabaseHandle,
   tenant: string,
 ): Promise<Map<string, StepSummary[]>> {
   const rows = await database.sql<{ task_id: string; name: string; status: string }[]>`
     select task_id, name, status from task_steps where tenant_id = ${tenant} order by task_id, seq`;
   const byTask = new Map<string, StepSummary[]>();
-  for (const row of rows) {
-    byTask.set(row.task_id, [...(byTask.get(row.task_id) ?? []), row]);
+  for (const { task_id: taskId, name, status } of rows) {
+    const steps = byTask.get(taskId) ?? [];
+    steps.push({ name, status });
+    byTask.set(taskId, steps);
   }
   return byTask;
 }

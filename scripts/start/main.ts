@@ -27,7 +27,7 @@ const READY_TIMEOUT_MS = 60_000;
 const STOP_GRACE_MS = 15_000;
 /** The exit code services use for invalid configuration (see @sluice/runtime). */
 const EXIT_CONFIG = 2;
-/** What the services connect to when the variables are not set (the preparation always sets them). */
+/** What services connect to without NATS_URL / DATABASE_URL (start.mjs always sets both). */
 const DEFAULT_DATABASE_URL = 'postgres://postgres@127.0.0.1:5432/sluice';
 const DEFAULT_NATS_URL = 'nats://127.0.0.1:4222';
 
@@ -90,6 +90,13 @@ const stopRequested = new Promise<NodeJS.Signals>((resolve) => {
     resolve(name);
   };
   for (const name of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) process.on(name, () => handle(name));
+  // A closed stdout (`npm start | head`) stops the stack cleanly instead of crashing this process.
+  for (const stream of [process.stdout, process.stderr]) {
+    stream.on('error', (error: NodeJS.ErrnoException) => {
+      if (error.code !== 'EPIPE') throw error;
+      if (stopSignal === undefined) handle('SIGPIPE');
+    });
+  }
 });
 
 const formatter = new LogFormatter(specs.map((s) => s.name));
@@ -132,7 +139,9 @@ async function supervise(group: ServiceGroup): Promise<number> {
     console.log(paint('bold', `${stopSignal ?? 'stop'}: stopping every service…`));
   }
   const exits = await group.stop(STOP_GRACE_MS);
-  const unclean = exits.filter((e) => e.code !== 0);
+  // Our SIGTERM ends a service that is still loading its code before it can catch the signal:
+  // it had nothing to clean up yet, so that is a clean stop too.
+  const unclean = exits.filter((e) => e.code !== 0 && e.signal !== 'SIGTERM');
   if (!failure && unclean.length === 0) {
     console.log(paint('green', 'every service stopped cleanly'));
     return 0;
