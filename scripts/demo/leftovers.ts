@@ -6,7 +6,7 @@
  * goes through the transition function the gateway uses, so every history stays a path in the
  * state machine.
  */
-import { applyTransition, cancelReadySteps, type DatabaseHandle } from '@sluice/db';
+import { applyTransition, cancelWaitingSteps, type DatabaseHandle } from '@sluice/db';
 
 /** What {@link cancelUnfinished} did. */
 export interface CancelledLeftovers {
@@ -37,7 +37,7 @@ export async function cancelUnfinished(
       });
       if (!result.ok) return;
       if (result.to.status === 'cancelled') {
-        await cancelReadySteps(tx, id);
+        await cancelWaitingSteps(tx, id);
         cancelled++;
       } else if (result.to.cancelRequested) requested++;
     });

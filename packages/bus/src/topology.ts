@@ -32,6 +32,8 @@ import type {
 export type EnsureAction = 'created' | 'updated' | 'unchanged';
 
 const STREAM_NOT_FOUND = 10059;
+/** Another stream with this name but a different configuration exists (a concurrent create). */
+const STREAM_NAME_IN_USE = 10058;
 const CONSUMER_NOT_FOUND = 10014;
 /** Rounds of read → create/update before giving up on a racing peer. */
 const MAX_ROUNDS = 5;
@@ -73,9 +75,10 @@ export async function ensureStream(jsm: JetStreamManager, spec: StreamSpec): Pro
         return 'created';
       } catch (err) {
         // Another service created it meanwhile (identical re-adds succeed; a different config
-        // answers 10058): read it again and compare.
-        if (apiCode(err) === undefined) throw err;
-        continue;
+        // answers 10058): read it again and compare. Any other refusal (e.g. 10047, not enough
+        // storage) is the answer.
+        if (apiCode(err) === STREAM_NAME_IN_USE) continue;
+        throw err;
       }
     }
     if (configMatches(spec, info.config)) return 'unchanged';

@@ -53,7 +53,7 @@ export type {
   TaskRecord,
 } from './queries/tasks.js';
 export {
-  cancelReadySteps,
+  cancelWaitingSteps,
   claimReadySteps,
   findStep,
   heartbeatSteps,
@@ -73,6 +73,11 @@ export type {
   StepRecord,
   UnappliedOutcome,
 } from './queries/steps.js';
-export { appendTaskEvent, markEventsPublished, unpublishedEvents } from './queries/events.js';
+export {
+  TASK_EVENTS_CHANNEL,
+  appendTaskEvent,
+  markEventsPublished,
+  unpublishedEvents,
+} from './queries/events.js';
 export { advanceLeaderEpoch } from './queries/leader-epochs.js';
 export type { AppendedEvent } from './queries/events.js';

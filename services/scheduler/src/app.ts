@@ -16,7 +16,7 @@ import {
   openKvBuckets,
   type Lease,
 } from '@sluice/bus';
-import { migrateDatabase, openDatabase } from '@sluice/db';
+import { TASK_EVENTS_CHANNEL, migrateDatabase, openDatabase } from '@sluice/db';
 import {
   createLogger,
   createMetrics,
@@ -51,6 +51,7 @@ export async function startScheduler(config: SchedulerConfig, log?: Logger): Pro
   let lease: Lease | undefined;
   let relay: BatchLoop | undefined;
   let metricsServer: MetricsServer | undefined;
+  let eventsListener: { unlisten(): Promise<void> } | undefined;
   try {
     nc = await connectNats({ url: config.NATS_URL, name: `scheduler-${process.pid}` });
     const catalog = createBusCatalog(config.SLUICE_PREFIX);
@@ -83,6 +84,8 @@ export async function startScheduler(config: SchedulerConfig, log?: Logger): Pro
       nc.subscribe(catalog.subjects.stepResult, { callback: () => applier.wake() }),
       nc.subscribe(catalog.subjects.wake('relay'), { callback: () => relay?.wake() }),
     );
+    // Every committed batch of task events notifies this channel, whoever wrote it.
+    eventsListener = await database.sql.listen(TASK_EVENTS_CHANNEL, () => relay?.wake());
 
     const { leases } = await openKvBuckets(nc, catalog, { leaseTtlMs: config.SLUICE_LEASE_TTL_MS });
     lease = createLease({
@@ -118,19 +121,21 @@ export async function startScheduler(config: SchedulerConfig, log?: Logger): Pro
     );
   } catch (error) {
     await Promise.allSettled(loops.map((loop) => loop.stop()));
+    await eventsListener?.unlisten();
     await lease?.stop();
     if (nc) await closeNats(nc);
     await database.close();
     throw error;
   }
 
-  const started = { nc, lease, metricsServer };
+  const started = { nc, lease, metricsServer, eventsListener };
   return {
     metricsPort: metricsServer.port,
     isRelayLeader: () => started.lease.isLeader(),
     async stop() {
       logger.info('scheduler stopping');
       for (const subscription of subscriptions) subscription.unsubscribe();
+      await started.eventsListener.unlisten();
       await started.lease.stop();
       await Promise.allSettled(loops.map((loop) => loop.stop()));
       await started.metricsServer.stop();

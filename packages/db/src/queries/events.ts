@@ -10,6 +10,12 @@ import type { Executor } from '../client.js';
 import { taskEvents, tasks } from '../schema.js';
 import type { TaskEventRecord } from './tasks.js';
 
+/**
+ * The Postgres notification channel raised when task events commit (trigger of migration 0001), so
+ * the event relay publishes at once instead of at its next poll.
+ */
+export const TASK_EVENTS_CHANNEL = 'sluice_task_events';
+
 /** A fact about a task that does not change its state. */
 export interface AppendedEvent {
   readonly taskId: string;

@@ -290,12 +290,16 @@ export async function insertNextStep(executor: Executor, step: NewStep): Promise
   return row.seq;
 }
 
-/** Cancels the steps of a task that wait in the ready queue (its task was cancelled). */
-export async function cancelReadySteps(executor: Executor, taskId: string): Promise<number> {
+/**
+ * Cancels the steps of a cancelled task that have not started: those in the ready queue and those
+ * dispatched but not yet picked up (an executor that receives one finds it cancelled and drops the
+ * message). Running steps are left to stop through their abort signal.
+ */
+export async function cancelWaitingSteps(executor: Executor, taskId: string): Promise<number> {
   const rows = await executor
     .update(taskSteps)
     .set({ status: 'cancelled', finishedAt: sql`now()`, outcomeAppliedAt: sql`now()` })
-    .where(and(eq(taskSteps.taskId, taskId), eq(taskSteps.status, 'ready')))
+    .where(and(eq(taskSteps.taskId, taskId), inArray(taskSteps.status, ['ready', 'dispatched'])))
     .returning({ id: taskSteps.id });
   return rows.length;
 }

@@ -9,7 +9,7 @@ import { encodeMessage, type BusCatalog } from '@sluice/bus';
 import { isFinalStatus, isSluiceError, isTaskStatus, taskTypeProblem } from '@sluice/core';
 import {
   applyTransition,
-  cancelReadySteps,
+  cancelWaitingSteps,
   createTask,
   findKeyOwner,
   findLatestTaskType,
@@ -195,7 +195,7 @@ export function createTaskService(deps: TaskServiceDeps): Partial<TaskServiceHan
           event: { type: 'cancel' },
           data: reason === '' ? {} : { reason },
         });
-        if (applied.ok && applied.to.status === 'cancelled') await cancelReadySteps(tx, taskId);
+        if (applied.ok && applied.to.status === 'cancelled') await cancelWaitingSteps(tx, taskId);
         return applied;
       });
       if (!result.ok) {
