@@ -282,17 +282,32 @@ describe('ListTasks', () => {
   });
 });
 
-describe('methods declared for the next issue', () => {
-  for (const method of ['ApproveTask', 'PauseTask', 'ResumeTask', 'RetryTask']) {
-    it(`${method} answers UNIMPLEMENTED and changes nothing`, async () => {
+describe('lifecycle requests the table does not allow', () => {
+  // A queued task may be paused or cancelled; approving, resuming or retrying it is refused.
+  for (const method of ['ApproveTask', 'ResumeTask', 'RetryTask']) {
+    it(`${method} of a queued task answers FAILED_PRECONDITION and changes nothing`, async () => {
       const { task } = await client.createTask(request({}));
       await fx.expectNoEffect(async () => {
         await expectStatus(
-          raw.unary(method, { task_id: task.task_id }, bearer(apiKey)),
-          status.UNIMPLEMENTED,
+          raw.unary(method, { task_id: task.task_id, approved: true }, bearer(apiKey)),
+          status.FAILED_PRECONDITION,
         );
       });
       assert.equal((await client.getTask(task.task_id)).task.status, 'TASK_STATUS_QUEUED');
     });
   }
+
+  it('refuses an approval comment that is too long, naming the field', async () => {
+    const { task } = await client.createTask(request({}));
+    await fx.expectNoEffect(async () => {
+      await expectStatus(
+        raw.unary(
+          'ApproveTask',
+          { task_id: task.task_id, approved: true, comment: 'x'.repeat(4_001) },
+          bearer(apiKey),
+        ),
+        status.INVALID_ARGUMENT,
+      );
+    });
+  });
 });

@@ -14,7 +14,13 @@ import * as protoLoader from '@grpc/proto-loader';
 import { createLogger } from '@sluice/telemetry';
 import protobuf from 'protobufjs';
 import descriptor from 'protobufjs/ext/descriptor/index.js';
-import { toTimestamp, type CreateTaskRequest, type Task } from '@sluice/api';
+import {
+  toTimestamp,
+  type CreateTaskRequest,
+  type ListTenantsRequest,
+  type Task,
+  type Tenant,
+} from '@sluice/api';
 import { createGrpcServer } from '../../services/gateway/src/grpc/index.js';
 import type { GrpcServer } from '../../services/gateway/src/grpc/index.js';
 
@@ -31,6 +37,14 @@ const TASK_SERVICE_METHODS = [
   'PauseTask',
   'ResumeTask',
   'RetryTask',
+];
+
+const ADMIN_SERVICE_METHODS = [
+  'CreateTenant',
+  'ListTenants',
+  'CreateApiKey',
+  'ListApiKeys',
+  'RevokeApiKey',
 ];
 
 // ---------------------------------------------------------------------------------------------
@@ -319,6 +333,7 @@ describe('gRPC surface through server reflection', () => {
   let server: GrpcServer;
   let client: grpc.Client;
   let received: CreateTaskRequest | undefined;
+  let receivedListTenants: ListTenantsRequest | undefined;
   const v1 = loadReflectionMethod('v1');
   const v1alpha = loadReflectionMethod('v1alpha');
   const createTime = new Date('2026-01-02T03:04:05.678Z');
@@ -352,8 +367,25 @@ describe('gRPC surface through server reflection', () => {
             pause_requested: false,
             output: '',
             last_event_seq: '1',
+            progress: 0,
+            progress_message: '',
+            estimated_wait: null,
+            queue_position: 0,
+            can_cancel: true,
+            approval: null,
           };
           return Promise.resolve({ task, created: true });
+        },
+      },
+      adminService: {
+        ListTenants(call) {
+          receivedListTenants = call.request;
+          const tenant: Tenant = {
+            tenant_id: 'tenant-a',
+            display_name: 'Tenant A',
+            create_time: toTimestamp(createTime),
+          };
+          return Promise.resolve({ tenants: [tenant], next_page_token: 'next' });
         },
       },
     });
@@ -366,11 +398,12 @@ describe('gRPC surface through server reflection', () => {
     await server?.stop(1_000);
   });
 
-  it('lists TaskService, health and reflection (v1 and v1alpha)', async () => {
+  it('lists TaskService, AdminService, health and reflection (v1 and v1alpha)', async () => {
     const expected = [
       'grpc.health.v1.Health',
       'grpc.reflection.v1.ServerReflection',
       'grpc.reflection.v1alpha.ServerReflection',
+      'sluice.v1.AdminService',
       'sluice.v1.TaskService',
     ];
     for (const method of [v1, v1alpha]) {
@@ -391,11 +424,20 @@ describe('gRPC surface through server reflection', () => {
     // The requested file first, then its transitive imports, with their real names.
     assert.deepEqual(
       [...files.keys()],
-      ['sluice/v1/task_service.proto', 'sluice/v1/task.proto', 'google/protobuf/timestamp.proto'],
+      [
+        'sluice/v1/task_service.proto',
+        'google/protobuf/timestamp.proto',
+        'sluice/v1/task.proto',
+        'google/protobuf/duration.proto',
+      ],
     );
     const serviceFile = files.get('sluice/v1/task_service.proto');
-    assert.deepEqual(serviceFile?.dependency, ['sluice/v1/task.proto']);
+    assert.deepEqual(serviceFile?.dependency, [
+      'google/protobuf/timestamp.proto',
+      'sluice/v1/task.proto',
+    ]);
     assert.deepEqual(files.get('sluice/v1/task.proto')?.dependency, [
+      'google/protobuf/duration.proto',
       'google/protobuf/timestamp.proto',
     ]);
 
@@ -423,6 +465,73 @@ describe('gRPC surface through server reflection', () => {
       assert.equal(method.requestStream, false);
       assert.equal(method.responseStream, name === 'WatchTask');
     }
+  });
+
+  it('serves AdminService descriptors that resolve strictly and describe all five methods', async () => {
+    const answer = await reflectOne(client, v1, {
+      file_containing_symbol: 'sluice.v1.AdminService',
+    });
+    const { files, definitions } = strictDefinitions(filesOf(answer));
+    assert.deepEqual(
+      [...files.keys()],
+      ['sluice/v1/admin_service.proto', 'google/protobuf/timestamp.proto'],
+    );
+    const serviceFile = files.get('sluice/v1/admin_service.proto');
+    const service = serviceFile?.service.find((s) => s.name === 'AdminService');
+    assert.ok(service !== undefined);
+    assert.deepEqual(
+      service.method.map((m) => m.name),
+      ADMIN_SERVICE_METHODS,
+    );
+    service.method.forEach((method, index) => {
+      assert.equal(method.inputType, `.sluice.v1.${method.name}Request`);
+      assert.equal(method.outputType, `.sluice.v1.${method.name}Response`);
+      assert.equal(method.clientStreaming ?? false, false, `${method.name} client streaming`);
+      assert.equal(method.serverStreaming ?? false, false, `${method.name} server streaming`);
+      const location = serviceFile?.sourceCodeInfo?.location.find(
+        (l) => l.path.join() === [6, 0, 2, index].join(),
+      );
+      assert.ok((location?.leadingComments ?? '').trim().length > 0, `${method.name} comment`);
+    });
+    for (const name of ADMIN_SERVICE_METHODS) {
+      const method = methodOf(definitions, 'sluice.v1.AdminService', name);
+      assert.equal(method.requestStream, false);
+      assert.equal(method.responseStream, false);
+    }
+  });
+
+  it('calls AdminService with a client built from reflection alone', async () => {
+    const answer = await reflectOne(client, v1, {
+      file_containing_symbol: 'sluice.v1.AdminService',
+    });
+    const { definitions } = strictDefinitions(filesOf(answer));
+    const listTenants = methodOf(definitions, 'sluice.v1.AdminService', 'ListTenants');
+    const response = await unaryCall<{ tenants: Tenant[]; next_page_token: string }>(
+      client,
+      listTenants,
+      { page_size: 7, page_token: 'abc' },
+    );
+    assert.deepEqual(receivedListTenants, { page_size: 7, page_token: 'abc' });
+    assert.deepEqual(response, {
+      tenants: [
+        {
+          tenant_id: 'tenant-a',
+          display_name: 'Tenant A',
+          create_time: {
+            seconds: String(Math.floor(createTime.getTime() / 1000)),
+            nanos: 678_000_000,
+          },
+        },
+      ],
+      next_page_token: 'next',
+    });
+    // A declared method without a handler.
+    await assert.rejects(
+      unaryCall(client, methodOf(definitions, 'sluice.v1.AdminService', 'RevokeApiKey'), {
+        key_id: 'k',
+      }),
+      (err: grpc.ServiceError) => err.code === grpc.status.UNIMPLEMENTED,
+    );
   });
 
   it('calls CreateTask with a client built from reflection alone', async () => {
@@ -516,7 +625,7 @@ describe('gRPC surface through server reflection', () => {
     });
     const { definitions } = strictDefinitions(filesOf(answer));
     const check = methodOf(definitions, 'grpc.health.v1.Health', 'Check');
-    for (const service of ['', 'sluice.v1.TaskService']) {
+    for (const service of ['', 'sluice.v1.TaskService', 'sluice.v1.AdminService']) {
       const response = await unaryCall<{ status: string }>(client, check, { service });
       assert.equal(response.status, 'SERVING', `health of "${service}"`);
     }
@@ -552,6 +661,11 @@ describe('gRPC surface through server reflection', () => {
         'health/v1/health.proto',
       ],
       [{ file_by_filename: 'sluice/v1/task.proto' }, 'sluice/v1/task.proto'],
+      [
+        { file_containing_symbol: 'sluice.v1.AdminService.RevokeApiKey' },
+        'sluice/v1/admin_service.proto',
+      ],
+      [{ file_containing_symbol: 'sluice.v1.ApiKey.revoke_time' }, 'sluice/v1/admin_service.proto'],
       [{ file_containing_symbol: 'sluice.v1.NoSuchThing' }, grpc.status.NOT_FOUND],
       [{ file_by_filename: 'sluice/v1/nope.proto' }, grpc.status.NOT_FOUND],
       [

@@ -23,6 +23,7 @@ import {
 } from '@sluice/db';
 import { createTestDatabase, migratedTemplate, type TestDatabase } from '@sluice/db/testing';
 import { createTaskClient, type TaskClient } from '@sluice/sdk/client';
+import type { Logger } from '@sluice/telemetry';
 import { researchBrief } from '../../services/executor/src/builtin-tasks/research-brief.js';
 import { manifestOf } from '../../services/executor/src/task-registry.js';
 import { startGateway, type Gateway } from '../../services/gateway/src/app.js';
@@ -139,8 +140,20 @@ export async function expectInvalidField(call: Promise<unknown>, field: string):
   return error.details;
 }
 
+/** Options of {@link startGatewayFixture}. */
+export interface GatewayFixtureOptions {
+  /**
+   * The gateway's logger, e.g. one writing to a stream the test reads; default the gateway's own
+   * at level `warn`.
+   */
+  readonly log?: Logger;
+}
+
 /** Starts the gateway and everything around it. */
-export async function startGatewayFixture(label: string): Promise<GatewayFixture> {
+export async function startGatewayFixture(
+  label: string,
+  options: GatewayFixtureOptions = {},
+): Promise<GatewayFixture> {
   const testDatabase = await createTestDatabase({
     template: await migratedTemplate(migrateDatabase),
   });
@@ -158,7 +171,7 @@ export async function startGatewayFixture(label: string): Promise<GatewayFixture
     if (failures.length > 0) throw failures[0];
   };
   try {
-    return await assemble(label, testDatabase, cleanups, cleanUp);
+    return await assemble(label, options, testDatabase, cleanups, cleanUp);
   } catch (error) {
     await cleanUp();
     throw error;
@@ -167,6 +180,7 @@ export async function startGatewayFixture(label: string): Promise<GatewayFixture
 
 async function assemble(
   label: string,
+  options: GatewayFixtureOptions,
   testDatabase: TestDatabase,
   cleanups: (() => Promise<void> | void)[],
   cleanUp: () => Promise<void>,
@@ -198,6 +212,7 @@ async function assemble(
       SLUICE_METRICS_PORT: '0',
       SLUICE_LOG_LEVEL: 'warn',
     }),
+    options.log ? { log: options.log } : {},
   );
   cleanups.push(() => gateway.stop());
   const address = `127.0.0.1:${gateway.grpcPort}`;
@@ -277,8 +292,10 @@ async function assemble(
       const last = await barrier();
       assert.deepEqual(
         received.slice(first + 1, last).map((m) => m.subject),
-        [catalog.subjects.wake('scheduler')],
-        'nothing was published between the barriers but the second barrier task’s wake-up',
+        // The first barrier's cancel wakes the scheduler (to settle it) right after its cancel
+        // request; the second barrier's create wakes it before its own cancel request.
+        [catalog.subjects.wake('scheduler'), catalog.subjects.wake('scheduler')],
+        'nothing was published between the barriers but the barrier tasks’ own wake-ups',
       );
       const { state } = await jsm.streams.info(catalog.streams.steps);
       assert.equal(state.messages, 0, 'the STEPS stream holds no message');

@@ -69,6 +69,12 @@ export interface Timestamp {
   nanos: number;
 }
 
+/** `google.protobuf.Duration`: whole seconds as a decimal string (an int64), plus nanoseconds. */
+export interface Duration {
+  seconds: string;
+  nanos: number;
+}
+
 /** `sluice.v1.TaskError`: the most recent failure of a task. */
 export interface TaskError {
   error_class: ErrorClass;
@@ -103,6 +109,31 @@ export interface Task {
   output: string;
   /** uint64 as a decimal string. */
   last_event_seq: string;
+  /** 0 to 1, as the current step last reported it. */
+  progress: number;
+  progress_message: string;
+  /** For a queued task with an estimate; otherwise null. */
+  estimated_wait: Duration | null;
+  queue_position: number;
+  can_cancel: boolean;
+  /** The pending approval, if any. */
+  approval: ApprovalRequest | null;
+}
+
+/** The values of `sluice.v1.ApprovalTimeoutAction`, in number order. */
+export const APPROVAL_TIMEOUT_ACTION_VALUES = [
+  'APPROVAL_TIMEOUT_ACTION_UNSPECIFIED',
+  'APPROVAL_TIMEOUT_ACTION_PAUSE',
+  'APPROVAL_TIMEOUT_ACTION_CANCEL',
+] as const;
+export type ApprovalTimeoutAction = (typeof APPROVAL_TIMEOUT_ACTION_VALUES)[number];
+
+/** `sluice.v1.ApprovalRequest`. */
+export interface ApprovalRequest {
+  prompt: string;
+  step: string;
+  deadline: Timestamp | null;
+  on_timeout: ApprovalTimeoutAction;
 }
 
 /** `sluice.v1.TaskEvent`. */
@@ -164,6 +195,11 @@ export interface ListTasksRequest {
   status: ReceivedEnum<TaskStatus>;
   /** `''` for all types. */
   type: string;
+  /** `'PRIORITY_UNSPECIFIED'` for all priorities. */
+  priority: ReceivedEnum<Priority>;
+  /** Unset (null) for no bound. */
+  created_after: Timestamp | null;
+  created_before: Timestamp | null;
 }
 
 /** `sluice.v1.ListTasksResponse`. */
@@ -252,4 +288,17 @@ export function fromTimestamp(timestamp: Timestamp): Date {
     throw new RangeError(`invalid Timestamp seconds "${timestamp.seconds}"`);
   }
   return new Date(seconds * MS_PER_SECOND + Math.floor(timestamp.nanos / NANOS_PER_MS));
+}
+
+/** Converts milliseconds to a {@link Duration} (millisecond precision). */
+export function toDuration(ms: number): Duration {
+  if (!Number.isFinite(ms)) throw new RangeError('cannot convert a non-finite number to a Duration');
+  const whole = Math.trunc(ms);
+  const seconds = Math.trunc(whole / MS_PER_SECOND);
+  return { seconds: String(seconds), nanos: (whole - seconds * MS_PER_SECOND) * NANOS_PER_MS };
+}
+
+/** Converts a {@link Duration} to milliseconds. */
+export function fromDuration(duration: Duration): number {
+  return Number(duration.seconds) * MS_PER_SECOND + Math.trunc(duration.nanos / NANOS_PER_MS);
 }

@@ -9,19 +9,25 @@
  * ```
  */
 export {
+  APPROVAL_TIMEOUT_ACTION_VALUES,
   ERROR_CLASS_VALUES,
   PRIORITY_VALUES,
   TASK_STATUS_VALUES,
+  fromDuration,
   fromTimestamp,
+  toDuration,
   toTimestamp,
 } from './api-types.js';
 export type {
+  ApprovalRequest,
+  ApprovalTimeoutAction,
   ApproveTaskRequest,
   ApproveTaskResponse,
   CancelTaskRequest,
   CancelTaskResponse,
   CreateTaskRequest,
   CreateTaskResponse,
+  Duration,
   ErrorClass,
   GetTaskRequest,
   GetTaskResponse,
@@ -45,3 +51,18 @@ export type {
 } from './api-types.js';
 export { PROTO_LOADER_OPTIONS } from './proto-loader-options.js';
 export { PROTO_ROOT, TASK_SERVICE_PROTO } from './proto-files.js';
+export { ADMIN_SERVICE_PROTO } from './admin-types.js';
+export type {
+  ApiKey,
+  CreateApiKeyRequest,
+  CreateApiKeyResponse,
+  CreateTenantRequest,
+  CreateTenantResponse,
+  ListApiKeysRequest,
+  ListApiKeysResponse,
+  ListTenantsRequest,
+  ListTenantsResponse,
+  RevokeApiKeyRequest,
+  RevokeApiKeyResponse,
+  Tenant,
+} from './admin-types.js';

@@ -43,8 +43,20 @@ export {
   assertNever,
 } from './errors.js';
 export type { SerializedStepError, SluiceErrorOptions } from './errors.js';
-export { failedOutcome } from './step-outcome.js';
-export type { Json, StepOutcome, StepOutcomeType } from './step-outcome.js';
+export {
+  MAX_APPROVAL_TIMEOUT_MS,
+  MAX_FAN_OUT_BRANCHES,
+  continuationOf,
+  failedOutcome,
+  stepsStartedBy,
+} from './step-outcome.js';
+export type {
+  Continuation,
+  Json,
+  StepCall,
+  StepOutcome,
+  StepOutcomeType,
+} from './step-outcome.js';
 export {
   MAX_NAME_LENGTH,
   tenantIdProblem,

@@ -25,11 +25,12 @@ export {
   leaderEpochs,
   taskEvents,
   taskSteps,
+  taskTimers,
   taskTypes,
   tasks,
   tenants,
 } from './schema.js';
-export type { ManifestStep } from './schema.js';
+export type { ManifestStep, PendingApproval } from './schema.js';
 export { applyTransition, applyTransitions } from './transition.js';
 export type { TransitionPatch, TransitionRequest, TransitionResult } from './transition.js';
 export { createApiKey, createTenant, findKeyOwner, hashApiKey } from './queries/tenants.js';
@@ -58,12 +59,15 @@ export {
   findStep,
   heartbeatSteps,
   inFlightSteps,
-  insertNextStep,
+  insertSteps,
+  lockTasksToSettle,
+  rerunUnfinishedSteps,
   lockUnappliedOutcomes,
   markOutcomesApplied,
   recordPublishSeqs,
   recordStepOutcome,
   releaseClaims,
+  releaseStep,
   startStep,
 } from './queries/steps.js';
 export type {
@@ -71,8 +75,21 @@ export type {
   NewStep,
   StepDispatchRef,
   StepRecord,
+  TaskToSettle,
   UnappliedOutcome,
 } from './queries/steps.js';
+export { joinIfComplete, startContinuation } from './queries/continuations.js';
+export type { ContinuationOrigin, ContinuationResult } from './queries/continuations.js';
+export {
+  TimerKind,
+  addTimer,
+  armApprovalTimer,
+  closeTimers,
+  lockDueTimers,
+  markTimersDone,
+  nextTimerDue,
+} from './queries/timers.js';
+export type { TimerRecord } from './queries/timers.js';
 export {
   TASK_EVENTS_CHANNEL,
   appendTaskEvent,
@@ -81,3 +98,15 @@ export {
 } from './queries/events.js';
 export { advanceLeaderEpoch } from './queries/leader-epochs.js';
 export type { AppendedEvent } from './queries/events.js';
+export {
+  findTenant,
+  issueApiKey,
+  listApiKeys,
+  listTenants,
+  revokeApiKey,
+} from './queries/tenants.js';
+export type { ApiKeyRecord, IssuedApiKey, TenantRecord } from './queries/tenants.js';
+export { ADMISSION_RATE_WINDOW_MS, estimateWaitMs, queueStanding } from './queries/queue.js';
+export type { QueueStanding } from './queries/queue.js';
+export { latestApproval, outputsBefore, recordStepProgress } from './queries/step-context.js';
+export type { RecordedApproval, StepPlace, StepProgress } from './queries/step-context.js';

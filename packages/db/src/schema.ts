@@ -8,6 +8,7 @@
 import { sql } from 'drizzle-orm';
 import {
   bigint,
+  doublePrecision,
   bigserial,
   boolean,
   check,
@@ -22,7 +23,28 @@ import {
   uniqueIndex,
   uuid,
 } from 'drizzle-orm/pg-core';
-import type { Json, SerializedStepError, StepOutcome } from '@sluice/core';
+import type {
+  ApprovalTimeoutAction,
+  Continuation,
+  Json,
+  SerializedStepError,
+  StepOutcome,
+} from '@sluice/core';
+
+/** An approval a task waits for (or waited for when it was paused or cancelled). */
+export interface PendingApproval {
+  readonly prompt: string;
+  /** The step that asked. */
+  readonly step: string;
+  readonly timeoutMs: number;
+  readonly onTimeout: ApprovalTimeoutAction;
+  /** When the current wait times out (ISO time); re-armed when a paused task resumes. */
+  readonly deadline: string;
+  /** What runs once approved. */
+  readonly then: Continuation;
+  /** The sequence of the step that asked (the origin of `then`). */
+  readonly originSeq: number;
+}
 
 const createdAt = () => timestamp('created_at', { withTimezone: true }).notNull().defaultNow();
 
@@ -104,6 +126,11 @@ export const tasks = pgTable(
     approvalPending: boolean('approval_pending').notNull().default(false),
     /** The step running or waiting now (for people; the step rows are the record). */
     currentStep: text('current_step'),
+    /** Progress of the current step as its handler last reported it, 0 to 1. */
+    progress: doublePrecision('progress').notNull().default(0),
+    progressMessage: text('progress_message').notNull().default(''),
+    /** The pending approval (set by an `awaitApproval` outcome, cleared by the decision). */
+    approval: jsonb('approval').$type<PendingApproval>(),
     attempt: integer('attempt').notNull().default(1),
     /** Optimistic concurrency: every transition increments it. */
     version: integer('version').notNull().default(1),
@@ -153,6 +180,13 @@ export const taskSteps = pgTable(
     taskAttempt: integer('task_attempt').notNull().default(1),
     /** How many times this step was started on an executor. */
     attempts: integer('attempts').notNull().default(0),
+    /** For a branch of a fan-out: the sequence of the step that fanned out, and its place. */
+    fanOutOf: integer('fan_out_of'),
+    branchIndex: integer('branch_index'),
+    /** For the join step of a fan-out: the sequence of the step that fanned out. */
+    joinOf: integer('join_of'),
+    /** A failed or cancelled step that a manual retry has run again as a new step row. */
+    superseded: boolean('superseded').notNull().default(false),
     /** How many times this step was published; part of the message id, so re-dispatch is new. */
     dispatchCount: integer('dispatch_count').notNull().default(0),
     dueAt: timestamp('due_at', { withTimezone: true }).notNull().defaultNow(),
@@ -173,6 +207,8 @@ export const taskSteps = pgTable(
     index('task_steps_ready_idx')
       .on(t.priority, t.dueAt, t.id)
       .where(sql`${t.status} = 'ready'`),
+    // Recent admissions per priority: the rate behind GetTask's estimated wait.
+    index('task_steps_dispatched_idx').on(t.priority, t.dispatchedAt),
     index('task_steps_unapplied_idx')
       .on(t.id)
       .where(sql`${t.outcome} is not null and ${t.outcomeAppliedAt} is null`),
@@ -207,6 +243,32 @@ export const taskEvents = pgTable(
     index('task_events_unpublished_idx')
       .on(t.id)
       .where(sql`${t.publishedAt} is null`),
+  ],
+);
+
+/**
+ * Durable timers: things that must happen later (approval timeouts now; retry backoff and breaker
+ * cool-downs later), fired once by the service that owns the kind, surviving every restart.
+ */
+export const taskTimers = pgTable(
+  'task_timers',
+  {
+    id: bigserial('id', { mode: 'number' }).primaryKey(),
+    taskId: uuid('task_id')
+      .notNull()
+      .references(() => tasks.id),
+    kind: text('kind').notNull(),
+    dueAt: timestamp('due_at', { withTimezone: true }).notNull(),
+    /** Facts the firing needs, e.g. which approval wait this timer belongs to. */
+    data: jsonb('data').$type<Record<string, Json>>(),
+    createdAt: createdAt(),
+    /** Set when fired or made moot (the approval was decided): a timer fires at most once. */
+    doneAt: timestamp('done_at', { withTimezone: true }),
+  },
+  (t) => [
+    index('task_timers_due_idx')
+      .on(t.dueAt, t.id)
+      .where(sql`${t.doneAt} is null`),
   ],
 );
 

@@ -18,7 +18,7 @@ import {
   type TaskStatus,
 } from '@sluice/core';
 import type { Database, Executor } from './client.js';
-import { taskEvents, tasks } from './schema.js';
+import { taskEvents, tasks, type PendingApproval } from './schema.js';
 
 /** One requested transition. */
 export interface TransitionRequest {
@@ -36,9 +36,11 @@ export interface TransitionRequest {
 
 /** Task columns a transition may change besides its state. */
 export interface TransitionPatch {
+  /** The step running or waiting now; changing it also resets the reported progress. */
   readonly currentStep?: string | null;
   readonly error?: SerializedStepError | null;
   readonly output?: Json;
+  readonly approval?: PendingApproval | null;
 }
 
 /** The outcome of one request. */
@@ -106,7 +108,10 @@ export async function applyTransition(
           : {}),
         ...(becameFinal ? { finishedAt: sql`now()` } : { finishedAt: null }),
         ...(request.event.type === 'retry' ? { error: null, output: null } : {}),
-        ...('currentStep' in patch ? { currentStep: patch.currentStep } : {}),
+        ...('currentStep' in patch
+          ? { currentStep: patch.currentStep, progress: 0, progressMessage: '' }
+          : {}),
+        ...('approval' in patch ? { approval: patch.approval } : {}),
         ...('error' in patch ? { error: patch.error } : {}),
         ...('output' in patch ? { output: patch.output } : {}),
       })

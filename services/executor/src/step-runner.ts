@@ -5,7 +5,7 @@
  */
 import type { JsMsg } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
-import type { StepOutcome } from '@sluice/core';
+import { failedOutcome, type StepOutcome } from '@sluice/core';
 import { encodeMessage, type BusCatalog, type StepDispatch } from '@sluice/bus';
 import {
   appendTaskEvent,
@@ -13,17 +13,22 @@ import {
   findStep,
   heartbeatSteps,
   lockTask,
+  releaseStep,
   recordStepOutcome,
+  recordStepProgress,
   startStep,
   type Database,
   type StepDispatchRef,
   type StepRecord,
   type TaskRecord,
 } from '@sluice/db';
-import { toStepOutcome, type StepResult } from '@sluice/sdk';
+import { StepResultError, toStepOutcome, type TaskDefinition } from '@sluice/sdk';
 import type { Logger, Metrics } from '@sluice/telemetry';
 import { classifyStepError, type AbortReason } from './classify-error.js';
 import { createLlmClient, type LlmClientOptions } from './llm-client.js';
+import { createProgressReporter } from './progress-reporter.js';
+import { buildStepContext } from './step-context.js';
+import { runInStepSpan } from './step-span.js';
 import type { TaskRegistry } from './task-registry.js';
 
 /** What the runner needs from its executor. */
@@ -68,6 +73,8 @@ type Started =
   | { kind: 'run'; step: StepRecord; task: TaskRecord }
   /** Cancelled before it ran: the `cancelled` outcome is recorded. */
   | { kind: 'recorded' }
+  /** Its task is being paused: the step went back to the ready queue without running. */
+  | { kind: 'released' }
   /** Running on another executor that is still heart-beating. */
   | { kind: 'busy' }
   /** Finished, or dispatched again since: this message has nothing left to do. */
@@ -93,7 +100,7 @@ export async function runDispatchedStep(
   }
   if (started.kind !== 'run') {
     await message.ackAck();
-    if (started.kind === 'recorded') wakeScheduler(deps, ref);
+    if (started.kind === 'recorded' || started.kind === 'released') wakeScheduler(deps, ref);
     log.debug({ outcome: started.kind }, 'step not run');
     return;
   }
@@ -108,14 +115,22 @@ export async function runDispatchedStep(
 
 async function start(deps: StepRunnerDeps, ref: StepDispatchRef): Promise<Started> {
   return deps.db.transaction(async (tx): Promise<Started> => {
+    // The task first (the lock order of every writer: task row, then its step rows).
+    const task = await lockTask(tx, ref.taskId);
+    if (!task) throw new Error(`step of unknown task ${ref.taskId}`);
+    const startable = task.status === 'queued' || task.status === 'running';
+    if (!task.cancelRequested && (task.pauseRequested || !startable)) {
+      // A pause lets running steps finish but starts no new one: back to the ready queue, where
+      // it waits until the task is resumed (the scheduler pauses a running task once nothing
+      // runs). The same for a task that was paused while this step was on its way.
+      return (await releaseStep(tx, ref)) ? { kind: 'released' } : { kind: 'stale' };
+    }
     const step = await startStep(tx, ref, deps.ackWaitMs);
     if (!step) {
       const current = await findStep(tx, ref.taskId, ref.seq);
       const busy = current?.status === 'running' && current.dispatchCount === ref.dispatch;
       return { kind: busy ? 'busy' : 'stale' };
     }
-    const task = await lockTask(tx, ref.taskId);
-    if (!task) throw new Error(`step of unknown task ${ref.taskId}`);
     if (task.cancelRequested || task.status === 'cancelled') {
       await recordStepOutcome(tx, ref, { type: 'cancelled' });
       return { kind: 'recorded' };
@@ -170,32 +185,38 @@ async function execute(
   const unregister = deps.running.add(ref.taskId, abort);
   const timeout = setTimeout(() => abort('timeout'), stepDefinition.timeoutMs ?? 60_000);
   const heartbeat = startHeartbeat(deps, message, ref, log);
+  const progress = createProgressReporter({
+    write: (value) =>
+      recordStepProgress(deps.db, {
+        taskId: task.id,
+        step: step.name,
+        seq: step.seq,
+        fraction: value.fraction,
+        message: value.message,
+      }),
+    log,
+  });
   try {
-    const result: StepResult = await stepDefinition.run({
-      taskId: task.id,
-      tenantId: task.tenantId,
-      taskInput: task.input,
-      input: step.input,
-      step: { name: step.name, seq: step.seq },
-      attempt: step.attempts,
-      idempotencyKey: `${task.id}:${step.seq}`,
+    const context = await buildStepContext({
+      db: deps.db,
+      task,
+      step,
+      definition,
+      stepDefinition,
       signal: controller.signal,
-      logger: log,
+      log,
       llm: createLlmClient(deps.llm, controller.signal),
+      progress,
     });
+    const result: unknown = await runInStepSpan(task, step, (span) =>
+      Promise.resolve(stepDefinition.run({ ...context, span })),
+    );
+    // The last progress reported is stored before the outcome (and its event) is.
+    await progress.close();
     if (abortReason === 'cancelled') return { type: 'cancelled' };
-    if (result.type === 'next' && !deps.registry.step(definition, result.step)) {
-      return {
-        type: 'failed',
-        error: {
-          errorClass: 'schema_validation',
-          message: `step ${step.name} continued with unknown step ${result.step}`,
-          retryable: false,
-        },
-      };
-    }
-    return toStepOutcome(result);
+    return outcomeOf(result, definition, step, log);
   } catch (error) {
+    await progress.close();
     if (abortReason === 'cancelled') return { type: 'cancelled' };
     const stepError = classifyStepError(error, abortReason);
     log.warn({ err: error, error_class: stepError.errorClass }, 'step failed');
@@ -204,6 +225,30 @@ async function execute(
     clearTimeout(timeout);
     heartbeat.stop();
     unregister();
+  }
+}
+
+/**
+ * The outcome of what a handler returned. A result Sluice cannot record (unknown step, input or
+ * output against its schema, not JSON, out of bounds) is a bug of the task type: recorded as a
+ * `schema_validation` failure, which is not retried.
+ */
+function outcomeOf(
+  result: unknown,
+  definition: TaskDefinition,
+  step: StepRecord,
+  log: Logger,
+): StepOutcome {
+  try {
+    return toStepOutcome(result, {
+      definition,
+      step: step.name,
+      inBranch: step.fanOutOf !== null,
+    });
+  } catch (error) {
+    if (!(error instanceof StepResultError)) throw error;
+    log.warn({ err: error, error_class: error.errorClass }, 'step returned an invalid result');
+    return failedOutcome(error.errorClass, error.message, false);
   }
 }
 

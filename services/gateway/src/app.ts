@@ -15,6 +15,7 @@ import {
   type MetricsServer,
   type Tracing,
 } from '@sluice/telemetry';
+import { createAdminService } from './admin/admin-service.js';
 import type { GatewayConfig } from './config.js';
 import { createGrpcServer, type GrpcServer } from './grpc/index.js';
 import { startEventHub, type EventHub } from './tasks/event-hub.js';
@@ -75,6 +76,7 @@ export async function startGateway(
         maxInputBytes: config.SLUICE_MAX_INPUT_BYTES,
         watchRecheckMs: config.SLUICE_WATCH_RECHECK_MS,
       }),
+      adminService: createAdminService({ db: database.db, log: logger }),
       onCallFinished: (call) => {
         const method = call.method.slice(call.method.lastIndexOf('/') + 1);
         metrics.grpcRequests.inc({ method, code: String(call.code) });

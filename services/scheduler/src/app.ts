@@ -12,6 +12,7 @@ import {
   connectNats,
   createBusCatalog,
   createLease,
+  encodeMessage,
   ensureTopology,
   openKvBuckets,
   type Lease,
@@ -29,6 +30,8 @@ import type { SchedulerConfig } from './config.js';
 import { dispatchBatch } from './dispatcher.js';
 import { relayEventBatch } from './event-relay.js';
 import { applyOutcomeBatch } from './outcome-applier.js';
+import { settleBatch } from './settler.js';
+import { fireTimerBatch } from './timer-firer.js';
 
 /** A started scheduler. */
 export interface Scheduler {
@@ -57,6 +60,7 @@ export async function startScheduler(config: SchedulerConfig, log?: Logger): Pro
     const catalog = createBusCatalog(config.SLUICE_PREFIX);
     await ensureTopology(await jetstreamManager(nc), catalog);
     const js = jetstream(nc);
+    const connection = nc;
     const metrics = createMetrics();
     const common = {
       db: database.db,
@@ -71,16 +75,44 @@ export async function startScheduler(config: SchedulerConfig, log?: Logger): Pro
       log: logger,
       runBatch: () => dispatchBatch({ ...common, js, catalog }),
     });
+    const abortRunningSteps = (taskIds: readonly string[]) => {
+      for (const taskId of taskIds) {
+        connection.publish(
+          catalog.subjects.cancel(taskId),
+          encodeMessage({ type: 'task.cancel', task_id: taskId }),
+        );
+      }
+    };
     const applier = startBatchLoop({
       name: 'outcomes',
       pollMs: config.SLUICE_SCHEDULER_POLL_MS,
       log: logger,
-      runBatch: () => applyOutcomeBatch({ ...common, onStepsReady: () => dispatcher.wake() }),
+      runBatch: async () => {
+        const moreOutcomes = await applyOutcomeBatch({
+          ...common,
+          onStepsReady: () => dispatcher.wake(),
+          abortRunningSteps,
+        });
+        const moreToSettle = await settleBatch(common);
+        return moreOutcomes || moreToSettle;
+      },
     });
-    loops.push(dispatcher, applier);
+    const timers = startBatchLoop({
+      name: 'timers',
+      pollMs: config.SLUICE_SCHEDULER_POLL_MS,
+      log: logger,
+      runBatch: () => fireTimerBatch(common),
+    });
+    loops.push(dispatcher, applier, timers);
 
     subscriptions.push(
-      nc.subscribe(catalog.subjects.wake('scheduler'), { callback: () => dispatcher.wake() }),
+      nc.subscribe(catalog.subjects.wake('scheduler'), {
+        // A wake-up may mean new ready steps, a requested pause or cancel, or a released step.
+        callback: () => {
+          dispatcher.wake();
+          applier.wake();
+        },
+      }),
       nc.subscribe(catalog.subjects.stepResult, { callback: () => applier.wake() }),
       nc.subscribe(catalog.subjects.wake('relay'), { callback: () => relay?.wake() }),
     );

@@ -1,26 +1,24 @@
 /**
- * Turns recorded step outcomes into the task's next transition, in batches: a `next` adds the
- * following step to the ready queue, `complete` ends the task, a failure fails it, and a task whose
- * cancel or pause was requested settles as cancelled or paused once its step has stopped.
- *
- * Per-class retries, backoff timers and fan-out are built on this in later issues; here a failed
- * step fails its task (`failed_terminal`), with the error kept for `GetTask`.
+ * Turns recorded step outcomes into the task's next transition, in batches of one transaction:
+ * - `next` / `fanOut` start the following step(s) (`continue`);
+ * - `complete` of a fan-out branch finishes that branch, and the last one starts the join;
+ *   `complete` of any other step completes the task;
+ * - `awaitApproval` makes the task wait for a person, with a durable timeout timer;
+ * - `failed` fails the task and aborts its other steps (retries by class: the recovery issue);
+ * - while a cancel is requested, outcomes start nothing: the settler ends the task once nothing runs.
  */
-import {
-  assertNever,
-  type Json,
-  type Priority,
-  type SerializedStepError,
-  type StepOutcome,
-} from '@sluice/core';
+import { assertNever, continuationOf, type SerializedStepError } from '@sluice/core';
 import {
   applyTransition,
-  findTaskType,
-  insertNextStep,
+  armApprovalTimer,
+  cancelWaitingSteps,
+  joinIfComplete,
   lockTask,
   lockUnappliedOutcomes,
   markOutcomesApplied,
+  startContinuation,
   type Database,
+  type PendingApproval,
   type TaskRecord,
   type Transaction,
   type TransitionRequest,
@@ -36,145 +34,178 @@ export interface OutcomeApplierDeps {
   readonly batchSize: number;
   /** Called after a commit that added ready steps, so the dispatcher runs at once. */
   readonly onStepsReady: () => void;
+  /** Called after a commit that failed tasks, so their running steps are aborted. */
+  readonly abortRunningSteps: (taskIds: readonly string[]) => void;
 }
+
+/** What applying one outcome did, for what follows the commit. */
+interface Applied {
+  readonly stepsAdded: boolean;
+  readonly abortTask: boolean;
+}
+
+const NOTHING: Applied = { stepsAdded: false, abortTask: false };
 
 /** Applies one batch of outcomes in one transaction; true when the batch was full. */
 export async function applyOutcomeBatch(deps: OutcomeApplierDeps): Promise<boolean> {
-  const { count, stepsAdded } = await deps.db.transaction(async (tx) => {
+  const { count, stepsAdded, aborted } = await deps.db.transaction(async (tx) => {
     const outcomes = await lockUnappliedOutcomes(tx, deps.batchSize);
-    let added = 0;
+    let added = false;
+    const abort: string[] = [];
     for (const outcome of outcomes) {
-      if (await applyOne(tx, outcome, deps.log)) added++;
+      const applied = await applyOne(tx, outcome, deps.log);
+      added ||= applied.stepsAdded;
+      if (applied.abortTask) abort.push(outcome.taskId);
     }
     await markOutcomesApplied(
       tx,
       outcomes.map((o) => o.stepId),
     );
-    return { count: outcomes.length, stepsAdded: added };
+    return { count: outcomes.length, stepsAdded: added, aborted: abort };
   });
-  if (stepsAdded > 0) deps.onStepsReady();
+  if (stepsAdded) deps.onStepsReady();
+  if (aborted.length > 0) deps.abortRunningSteps(aborted);
   return count === deps.batchSize;
 }
 
-/** Applies one outcome; returns true when it added a ready step. */
 async function applyOne(
   tx: Transaction,
   recorded: UnappliedOutcome,
   log: Logger,
-): Promise<boolean> {
+): Promise<Applied> {
   const task = await lockTask(tx, recorded.taskId);
   if (!task)
     throw new Error(`outcome of step ${recorded.stepId} names unknown task ${recorded.taskId}`);
-  let plan = planTransition(task, recorded.name, recorded.outcome);
-  if (plan === undefined) return false;
-  let resource: string | undefined;
-  if (plan.nextStep) {
-    resource = await resourceOf(tx, task, plan.nextStep.name);
-    if (resource === undefined) {
-      plan = failPlan(task, recorded.name, {
-        errorClass: 'schema_validation',
-        message: `step ${recorded.name} continued with ${plan.nextStep.name}, which ${task.type} v${task.typeVersion} does not declare`,
-        retryable: false,
-      });
-    }
-  }
-  const result = await applyTransition(tx, plan.request);
-  if (!result.ok) {
-    // The task moved on meanwhile (e.g. it was cancelled while the step ran): the outcome stays
-    // on the step row for the record, and the task's own state stands.
+  const { outcome } = recorded;
+  const isBranch = recorded.fanOutOf !== null;
+  if (task.status !== 'running') {
+    // The task moved on while the step ran (a sibling failed it, or it was cancelled while
+    // queued): the outcome stays on the step row for the record; the task's state stands.
     log.info(
-      {
-        task_id: task.id,
-        step: recorded.name,
-        outcome: recorded.outcome.type,
-        reason: result.reason,
-      },
-      'outcome not applied: the task has moved on',
+      { task_id: task.id, step: recorded.name, outcome: outcome.type, status: task.status },
+      'outcome of a settled task',
     );
-    return false;
+    return NOTHING;
   }
-  if (!plan.nextStep || resource === undefined) return false;
-  await insertNextStep(tx, {
-    taskId: task.id,
-    name: plan.nextStep.name,
-    resource,
-    tenantId: task.tenantId,
-    priority: task.priority as Priority,
-    input: plan.nextStep.input,
-    taskAttempt: task.attempt,
-  });
-  return true;
-}
+  const completesTask = outcome.type === 'complete' && !isBranch;
+  if (task.cancelRequested && !completesTask) return NOTHING; // the settler ends it once idle
 
-/** The resource of a step of the task's pinned type version, from its manifest. */
-async function resourceOf(
-  tx: Transaction,
-  task: TaskRecord,
-  step: string,
-): Promise<string | undefined> {
-  const manifest = await findTaskType(tx, task.type, task.typeVersion);
-  return manifest?.steps.find((s) => s.name === step)?.resource;
-}
-
-interface Plan {
-  readonly request: TransitionRequest;
-  /** The step to add to the ready queue once the transition applied. */
-  readonly nextStep?: { readonly name: string; readonly input: Json };
-}
-
-function failPlan(task: TaskRecord, stepName: string, error: SerializedStepError): Plan {
-  return {
-    request: {
-      taskId: task.id,
-      step: stepName,
-      event: { type: 'fail_terminal' },
-      patch: { error },
-      data: { error_class: error.errorClass, message: error.message },
-    },
-  };
-}
-
-/**
- * Chooses the transition for an outcome, or `undefined` when there is nothing to change (a step
- * that stopped for a task already cancelled).
- */
-function planTransition(
-  task: TaskRecord,
-  stepName: string,
-  outcome: StepOutcome,
-): Plan | undefined {
-  const base = { taskId: task.id, step: stepName };
-  if (task.cancelRequested && outcome.type !== 'complete') {
-    return {
-      request: { ...base, event: { type: 'cancel_completed' }, patch: { currentStep: null } },
-    };
-  }
+  const base = { taskId: task.id, step: recorded.name };
   switch (outcome.type) {
-    case 'next':
-      return {
-        request: task.pauseRequested
-          ? { ...base, event: { type: 'pause_completed' }, patch: { currentStep: outcome.step } }
-          : {
-              ...base,
-              event: { type: 'continue' },
-              patch: { currentStep: outcome.step },
-              data: { next: outcome.step },
-            },
-        nextStep: { name: outcome.step, input: outcome.input },
-      };
-    case 'complete':
-      return {
-        request: {
+    case 'cancelled':
+      return NOTHING;
+    case 'failed':
+      return fail(tx, task, recorded.name, outcome.error, log);
+    case 'complete': {
+      if (!isBranch) {
+        await transition(tx, log, {
           ...base,
           event: { type: 'complete' },
           patch: { currentStep: null, output: outcome.output, error: null },
-        },
+        });
+        return NOTHING;
+      }
+      const join = await joinIfComplete(tx, task, recorded.fanOutOf);
+      await transition(tx, log, {
+        ...base,
+        event: { type: 'continue' },
+        data: { branch: recorded.branchIndex, ...(join ? { join: join.name } : {}) },
+        ...(join ? { patch: { currentStep: join.name } } : {}),
+      });
+      return { stepsAdded: join !== undefined, abortTask: false };
+    }
+    case 'next':
+    case 'fanOut': {
+      const continuation = continuationOf(outcome);
+      if (!continuation) throw new Error(`outcome ${outcome.type} has no continuation`);
+      const started = await startContinuation(tx, task, continuation, {
+        seq: recorded.seq,
+        fanOutOf: recorded.fanOutOf,
+        branchIndex: recorded.branchIndex,
+      });
+      if (!started.ok) return fail(tx, task, recorded.name, schemaError(started.reason), log);
+      await transition(tx, log, {
+        ...base,
+        event: { type: 'continue' },
+        data: { next: started.steps },
+        patch: { currentStep: currentStepLabel(started.steps) },
+      });
+      return { stepsAdded: true, abortTask: false };
+    }
+    case 'awaitApproval': {
+      if (isBranch) {
+        return fail(
+          tx,
+          task,
+          recorded.name,
+          schemaError('a fan-out branch cannot wait for an approval'),
+          log,
+        );
+      }
+      const approval: PendingApproval = {
+        prompt: outcome.prompt,
+        step: recorded.name,
+        timeoutMs: outcome.timeoutMs,
+        onTimeout: outcome.onTimeout,
+        deadline: new Date(Date.now() + outcome.timeoutMs).toISOString(),
+        then: outcome.then,
+        originSeq: recorded.seq,
       };
-    case 'failed':
-      return failPlan(task, stepName, outcome.error);
-    case 'cancelled':
-      return undefined;
+      await transition(tx, log, {
+        ...base,
+        event: { type: 'await_approval' },
+        data: {
+          prompt: outcome.prompt,
+          deadline: approval.deadline,
+          on_timeout: outcome.onTimeout,
+        },
+        patch: { approval },
+      });
+      await armApprovalTimer(tx, task.id, approval);
+      return NOTHING;
+    }
     default:
       return assertNever(outcome);
   }
+}
+
+/** Fails the task for good and stops its other steps (waiting ones now, running ones by abort). */
+async function fail(
+  tx: Transaction,
+  task: TaskRecord,
+  step: string,
+  error: SerializedStepError,
+  log: Logger,
+): Promise<Applied> {
+  await transition(tx, log, {
+    taskId: task.id,
+    step,
+    event: { type: 'fail_terminal' },
+    patch: { error },
+    data: { error_class: error.errorClass, message: error.message },
+  });
+  await cancelWaitingSteps(tx, task.id);
+  return { stepsAdded: false, abortTask: true };
+}
+
+async function transition(tx: Transaction, log: Logger, request: TransitionRequest): Promise<void> {
+  const result = await applyTransition(tx, request);
+  // The task row is locked and running, so the table allows every transition asked for here; a
+  // refusal is a bug worth seeing, not a race.
+  if (!result.ok)
+    log.error(
+      { task_id: request.taskId, event: request.event.type, reason: result.reason },
+      'transition refused',
+    );
+}
+
+function schemaError(message: string): SerializedStepError {
+  return { errorClass: 'schema_validation', message, retryable: false };
+}
+
+/** `fetchPage` for one step, `fetchPage ×5` for a fan-out of one kind, else the names joined. */
+function currentStepLabel(steps: readonly string[]): string {
+  const names = [...new Set(steps)];
+  if (names.length === 1 && steps.length > 1) return `${names[0]} ×${steps.length}`;
+  return names.join(', ');
 }

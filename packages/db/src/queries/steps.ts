@@ -2,7 +2,7 @@
  * The step rows: the ready queue (claimed by the scheduler), the executor's start/heartbeat/outcome
  * writes, and the scheduler's reading of recorded outcomes.
  */
-import { and, eq, inArray, sql } from 'drizzle-orm';
+import { and, asc, eq, inArray, isNotNull, isNull, sql } from 'drizzle-orm';
 import type { Json, Priority, StepOutcome } from '@sluice/core';
 import type { Executor } from '../client.js';
 import { taskSteps } from '../schema.js';
@@ -131,6 +131,19 @@ function isDispatch(ref: StepDispatchRef) {
   );
 }
 
+/**
+ * Puts a dispatched step back into the ready queue without starting it (its task is being
+ * paused). Returns false when the dispatch is stale.
+ */
+export async function releaseStep(executor: Executor, ref: StepDispatchRef): Promise<boolean> {
+  const rows = await executor
+    .update(taskSteps)
+    .set({ status: 'ready' })
+    .where(and(isDispatch(ref), eq(taskSteps.status, 'dispatched')))
+    .returning({ id: taskSteps.id });
+  return rows.length > 0;
+}
+
 /** Reads a step by task and sequence. */
 export async function findStep(
   executor: Executor,
@@ -220,6 +233,9 @@ export interface UnappliedOutcome {
   readonly seq: number;
   readonly name: string;
   readonly outcome: StepOutcome;
+  /** Set for a branch of a fan-out: the sequence of the step that fanned out, and its place. */
+  readonly fanOutOf: number | null;
+  readonly branchIndex: number | null;
 }
 
 /**
@@ -231,26 +247,22 @@ export async function lockUnappliedOutcomes(
   executor: Executor,
   limit: number,
 ): Promise<UnappliedOutcome[]> {
-  const rows = await executor.execute<{
-    id: string;
-    task_id: string;
-    seq: number;
-    name: string;
-    outcome: StepOutcome;
-  }>(sql`
-    select id, task_id, seq, name, outcome from task_steps
-    where outcome is not null and outcome_applied_at is null
-    order by id
-    limit ${limit}
-    for update skip locked
-  `);
-  return rows.map((row) => ({
-    stepId: Number(row.id),
-    taskId: row.task_id,
-    seq: row.seq,
-    name: row.name,
-    outcome: row.outcome,
-  }));
+  const rows = await executor
+    .select({
+      stepId: taskSteps.id,
+      taskId: taskSteps.taskId,
+      seq: taskSteps.seq,
+      name: taskSteps.name,
+      outcome: taskSteps.outcome,
+      fanOutOf: taskSteps.fanOutOf,
+      branchIndex: taskSteps.branchIndex,
+    })
+    .from(taskSteps)
+    .where(and(isNotNull(taskSteps.outcome), isNull(taskSteps.outcomeAppliedAt)))
+    .orderBy(asc(taskSteps.id))
+    .limit(limit)
+    .for('update', { skipLocked: true });
+  return rows.flatMap((row) => (row.outcome ? [{ ...row, outcome: row.outcome }] : []));
 }
 
 /** Marks outcomes as turned into transitions. */
@@ -274,20 +286,49 @@ export interface NewStep {
   readonly priority: Priority;
   readonly input: Json;
   readonly taskAttempt: number;
+  /** For a branch of a fan-out: the sequence of the step that fanned out, and its place. */
+  readonly fanOutOf?: number | null;
+  readonly branchIndex?: number | null;
+  /** For the join step of a fan-out: the sequence of the step that fanned out. */
+  readonly joinOf?: number | null;
 }
 
-/** Adds the task's next step as ready and due now; its sequence follows the task's last step. */
-export async function insertNextStep(executor: Executor, step: NewStep): Promise<number> {
-  const rows = await executor.execute<{ seq: number }>(sql`
-    insert into task_steps (task_id, seq, name, resource, tenant_id, priority, status, input, task_attempt)
-    select ${step.taskId}, coalesce(max(seq), 0) + 1, ${step.name}, ${step.resource}, ${step.tenantId},
-           ${step.priority}, 'ready', ${JSON.stringify(step.input)}::jsonb, ${step.taskAttempt}
-    from task_steps where task_id = ${step.taskId}
-    returning seq
-  `);
-  const row = rows[0];
-  if (!row) throw new Error(`could not add step ${step.name} to task ${step.taskId}`);
-  return row.seq;
+/**
+ * Adds steps to a task, ready and due now, numbered after the task's last step in the given order.
+ * Call with the task row locked (every writer of a task's steps does), so numbers do not collide.
+ * Returns their sequence numbers.
+ */
+export async function insertSteps(
+  executor: Executor,
+  steps: readonly NewStep[],
+): Promise<number[]> {
+  const first = steps[0];
+  if (!first) return [];
+  const [last] = await executor
+    .select({ seq: sql<number>`coalesce(max(${taskSteps.seq}), 0)::int` })
+    .from(taskSteps)
+    .where(eq(taskSteps.taskId, first.taskId));
+  const base = last?.seq ?? 0;
+  const rows = await executor
+    .insert(taskSteps)
+    .values(
+      steps.map((step, index) => ({
+        taskId: step.taskId,
+        seq: base + index + 1,
+        name: step.name,
+        resource: step.resource,
+        tenantId: step.tenantId,
+        priority: step.priority,
+        status: 'ready',
+        input: step.input,
+        taskAttempt: step.taskAttempt,
+        fanOutOf: step.fanOutOf ?? null,
+        branchIndex: step.branchIndex ?? null,
+        joinOf: step.joinOf ?? null,
+      })),
+    )
+    .returning({ seq: taskSteps.seq });
+  return rows.map((row) => row.seq);
 }
 
 /**
@@ -310,4 +351,77 @@ export async function inFlightSteps(executor: Executor, taskId: string): Promise
     .select()
     .from(taskSteps)
     .where(and(eq(taskSteps.taskId, taskId), inArray(taskSteps.status, ['dispatched', 'running'])));
+}
+
+/**
+ * On a manual retry: runs the task's failed and cancelled steps again, as new ready step rows of
+ * the new attempt (the old rows stay, marked superseded, for the record). Succeeded steps are kept
+ * and never run again. Returns the names of the steps re-run. Call with the task row locked.
+ */
+export async function rerunUnfinishedSteps(
+  executor: Executor,
+  task: { id: string; tenantId: string; priority: number; attempt: number },
+): Promise<string[]> {
+  const unfinished = await executor
+    .update(taskSteps)
+    .set({ superseded: true })
+    .where(
+      and(
+        eq(taskSteps.taskId, task.id),
+        inArray(taskSteps.status, ['failed', 'cancelled']),
+        eq(taskSteps.superseded, false),
+      ),
+    )
+    .returning();
+  unfinished.sort((a, b) => a.seq - b.seq);
+  await insertSteps(
+    executor,
+    unfinished.map((step) => ({
+      taskId: task.id,
+      tenantId: task.tenantId,
+      priority: task.priority as Priority,
+      taskAttempt: task.attempt,
+      name: step.name,
+      resource: step.resource,
+      input: step.input,
+      fanOutOf: step.fanOutOf,
+      branchIndex: step.branchIndex,
+      joinOf: step.joinOf,
+    })),
+  );
+  return unfinished.map((step) => step.name);
+}
+
+/** A task whose requested cancel or pause, or re-asked approval, can now be settled. */
+export interface TaskToSettle {
+  readonly taskId: string;
+}
+
+/**
+ * Locks up to `limit` tasks the scheduler must settle because nothing of theirs is in flight any
+ * more: running tasks with a requested cancel or pause, and queued tasks (after a retry) whose only
+ * pending work is an approval to ask again. Skips tasks another replica holds.
+ */
+export async function lockTasksToSettle(
+  executor: Executor,
+  limit: number,
+): Promise<TaskToSettle[]> {
+  const rows = await executor.execute<{ id: string }>(sql`
+    select t.id from tasks t
+    where (
+        (t.status = 'running' and (t.cancel_requested or t.pause_requested))
+        or (t.status = 'queued' and t.approval is not null
+            and not exists (select 1 from task_steps r where r.task_id = t.id and r.status = 'ready'))
+      )
+      and not exists (
+        select 1 from task_steps s
+        where s.task_id = t.id
+          and (s.status in ('dispatched', 'running')
+               or (s.outcome is not null and s.outcome_applied_at is null))
+      )
+    order by t.updated_at
+    limit ${limit}
+    for update of t skip locked
+  `);
+  return rows.map((row) => ({ taskId: row.id }));
 }

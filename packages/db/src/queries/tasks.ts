@@ -2,7 +2,7 @@
  * Creating and reading tasks.
  */
 import { createHash } from 'node:crypto';
-import { and, asc, desc, eq, gt, lt, or, sql } from 'drizzle-orm';
+import { and, asc, desc, eq, gt, gte, lt, or, sql } from 'drizzle-orm';
 import {
   NO_TASK,
   SluiceError,
@@ -158,6 +158,11 @@ export interface ListTasksQuery {
   readonly tenantId: string;
   readonly status?: TaskStatus;
   readonly type?: string;
+  readonly priority?: Priority;
+  /** Created at or after this time. */
+  readonly createdAfter?: Date;
+  /** Created before this time. */
+  readonly createdBefore?: Date;
   readonly limit: number;
   /** The cursor of the previous page: the last task's creation time and id. */
   readonly after?: { readonly createdAt: Date; readonly id: string };
@@ -168,6 +173,9 @@ export async function listTasks(executor: Executor, query: ListTasksQuery): Prom
   const conditions = [eq(tasks.tenantId, query.tenantId)];
   if (query.status) conditions.push(eq(tasks.status, query.status));
   if (query.type) conditions.push(eq(tasks.type, query.type));
+  if (query.priority !== undefined) conditions.push(eq(tasks.priority, query.priority));
+  if (query.createdAfter) conditions.push(gte(tasks.createdAt, query.createdAfter));
+  if (query.createdBefore) conditions.push(lt(tasks.createdAt, query.createdBefore));
   if (query.after) {
     const { createdAt, id } = query.after;
     const before = or(

@@ -1,109 +1,76 @@
 /**
- * A typed client of `sluice.v1.TaskService` for TypeScript callers (services, the demo, tests).
- * Requests and responses are the API's wire shapes from `@sluice/api`; failures are grpc-js
- * `ServiceError`s whose `code` is the gRPC status.
+ * A typed client of `sluice.v1.TaskService` for TypeScript callers (services, the CLI, the demo,
+ * tests). Requests and responses are the API's wire shapes from `@sluice/api`; failures are
+ * grpc-js `ServiceError`s whose `code` is the gRPC status and whose `details` is the server's
+ * message.
  */
-import * as grpc from '@grpc/grpc-js';
-import * as protoLoader from '@grpc/proto-loader';
+import type * as grpc from '@grpc/grpc-js';
 import {
-  PROTO_LOADER_OPTIONS,
-  PROTO_ROOT,
   TASK_SERVICE_PROTO,
+  type ApproveTaskResponse,
   type CancelTaskResponse,
   type CreateTaskResponse,
   type GetTaskResponse,
   type ListTasksRequest,
   type ListTasksResponse,
+  type PauseTaskResponse,
   type Priority,
+  type ResumeTaskResponse,
+  type RetryTaskResponse,
   type TaskEvent,
 } from '@sluice/api';
+import { connect, type ClientOptions } from './connection.js';
 
-/** Where the gateway is and who calls. */
-export interface TaskClientOptions {
-  /** `host:port` of the gateway, e.g. `127.0.0.1:50051`. */
-  readonly address: string;
-  /** The tenant's API key, sent as `authorization: Bearer <key>`. */
-  readonly apiKey: string;
-  /** Transport security (default: plaintext, for loopback and private networks). */
-  readonly credentials?: grpc.ChannelCredentials;
-  /** Deadline of each unary call in milliseconds (default 30 s). */
-  readonly timeoutMs?: number;
-}
+/** Where the gateway is and which tenant calls (the tenant is the API key's). */
+export type TaskClientOptions = ClientOptions;
 
 /** What `createTask` takes: the input as a value (sent as JSON) or as JSON text. */
 export interface CreateTaskParams {
   readonly type: string;
   readonly priority: Priority;
+  /** A string is sent as it is (JSON text, validated by the gateway); anything else as JSON. */
   readonly input: unknown;
   readonly idempotencyKey?: string;
 }
 
-/** The typed client. */
+/** A person's decision on a task waiting for approval. */
+export interface ApprovalDecision {
+  /** `true` continues the task; `false` rejects it, which cancels it. */
+  readonly approved: boolean;
+  /** Recorded with the decision; the reason of a rejection. */
+  readonly comment?: string;
+}
+
+/** The typed client. Every method rejects with the grpc-js `ServiceError` of a refused call. */
 export interface TaskClient {
   createTask(params: CreateTaskParams): Promise<CreateTaskResponse>;
   getTask(taskId: string): Promise<GetTaskResponse>;
   listTasks(request?: Partial<ListTasksRequest>): Promise<ListTasksResponse>;
+  /** Cancels at once, or requests the cancel of a running task (`cancel_requested`). */
   cancelTask(taskId: string, reason?: string): Promise<CancelTaskResponse>;
+  /** Approves or rejects a task in `TASK_STATUS_WAITING_APPROVAL`. */
+  approveTask(taskId: string, decision: ApprovalDecision): Promise<ApproveTaskResponse>;
+  /** Pauses at once, or requests the pause of a running task (`pause_requested`). */
+  pauseTask(taskId: string): Promise<PauseTaskResponse>;
+  /** Resumes a paused task. */
+  resumeTask(taskId: string): Promise<ResumeTaskResponse>;
+  /** Starts a new attempt of a failed (terminal) or cancelled task. */
+  retryTask(taskId: string): Promise<RetryTaskResponse>;
   /**
    * The task's events after `afterSeq` (replayed), then live ones, until the task reaches a final
-   * state (the stream then ends) or `signal` aborts.
+   * state (the stream then ends) or `signal` aborts (the iteration then ends quietly).
    */
   watchTask(taskId: string, afterSeq?: number, signal?: AbortSignal): AsyncIterable<TaskEvent>;
   close(): void;
 }
 
-type UnaryCall = (
-  request: unknown,
-  metadata: grpc.Metadata,
-  options: grpc.CallOptions,
-  callback: (error: grpc.ServiceError | null, response: unknown) => void,
-) => void;
-
-type TaskServiceStub = grpc.Client &
-  Record<string, UnaryCall> & {
-    WatchTask(request: unknown, metadata: grpc.Metadata): grpc.ClientReadableStream<unknown>;
-  };
-
-let serviceConstructor: grpc.ServiceClientConstructor | undefined;
-
-function taskServiceConstructor(): grpc.ServiceClientConstructor {
-  if (!serviceConstructor) {
-    const definition = protoLoader.loadSync(TASK_SERVICE_PROTO, {
-      ...PROTO_LOADER_OPTIONS,
-      includeDirs: [PROTO_ROOT],
-    });
-    const loaded = grpc.loadPackageDefinition(definition) as unknown as {
-      sluice: { v1: { TaskService: grpc.ServiceClientConstructor } };
-    };
-    serviceConstructor = loaded.sluice.v1.TaskService;
-  }
-  return serviceConstructor;
-}
-
 /** Creates a client; it connects lazily, on the first call. */
 export function createTaskClient(options: TaskClientOptions): TaskClient {
-  const Service = taskServiceConstructor();
-  const stub = new Service(
-    options.address,
-    options.credentials ?? grpc.credentials.createInsecure(),
-  ) as unknown as TaskServiceStub;
-  const metadata = () => {
-    const md = new grpc.Metadata();
-    md.set('authorization', `Bearer ${options.apiKey}`);
-    return md;
+  const connection = connect(TASK_SERVICE_PROTO, 'sluice.v1.TaskService', options);
+  const { unary } = connection;
+  const stub = connection.stub as typeof connection.stub & {
+    WatchTask(request: unknown, metadata: grpc.Metadata): grpc.ClientReadableStream<unknown>;
   };
-  const unary = <Res>(method: string, request: unknown): Promise<Res> =>
-    new Promise((resolve, reject) => {
-      const call = stub[method];
-      if (!call) return reject(new Error(`no method ${method}`));
-      call.call(
-        stub,
-        request,
-        metadata(),
-        { deadline: Date.now() + (options.timeoutMs ?? 30_000) },
-        (error, response) => (error ? reject(error) : resolve(response as Res)),
-      );
-    });
 
   return {
     createTask: (params) =>
@@ -116,9 +83,22 @@ export function createTaskClient(options: TaskClientOptions): TaskClient {
     getTask: (taskId) => unary('GetTask', { task_id: taskId }),
     listTasks: (request = {}) => unary('ListTasks', request),
     cancelTask: (taskId, reason = '') => unary('CancelTask', { task_id: taskId, reason }),
+    approveTask: (taskId, decision) =>
+      unary('ApproveTask', {
+        task_id: taskId,
+        approved: decision.approved,
+        comment: decision.comment ?? '',
+      }),
+    pauseTask: (taskId) => unary('PauseTask', { task_id: taskId }),
+    resumeTask: (taskId) => unary('ResumeTask', { task_id: taskId }),
+    retryTask: (taskId) => unary('RetryTask', { task_id: taskId }),
     watchTask: (taskId, afterSeq = 0, signal) => ({
       async *[Symbol.asyncIterator]() {
-        const stream = stub.WatchTask({ task_id: taskId, after_seq: String(afterSeq) }, metadata());
+        if (signal?.aborted) return;
+        const stream = stub.WatchTask(
+          { task_id: taskId, after_seq: String(afterSeq) },
+          connection.metadata(),
+        );
         const abort = () => stream.cancel();
         signal?.addEventListener('abort', abort);
         try {
@@ -134,6 +114,6 @@ export function createTaskClient(options: TaskClientOptions): TaskClient {
         }
       },
     }),
-    close: () => stub.close(),
+    close: () => connection.close(),
   };
 }

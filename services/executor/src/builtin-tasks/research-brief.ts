@@ -9,8 +9,6 @@ import { HttpStatusError, complete, defineTask, next } from '@sluice/sdk';
 /** Largest page body the fetch step keeps (the rest is cut), so outputs stay small. */
 const MAX_PAGE_CHARS = 64 * 1024;
 
-const fetchInput = z.object({ url: z.string(), outline: z.string() });
-
 export const researchBrief = defineTask({
   name: 'research-brief',
   version: 1,
@@ -26,44 +24,48 @@ export const researchBrief = defineTask({
     outline: {
       resource: 'llm',
       timeoutMs: 60_000,
-      run: async (ctx) => {
-        const answer = await ctx.llm.chat({
-          messages: [
-            { role: 'system', content: 'You write short research outlines.' },
-            { role: 'user', content: `Outline a brief about: ${ctx.taskInput.topic}` },
-          ],
-        });
-        return next(
-          'fetchSource',
-          { url: ctx.taskInput.sourceUrl, outline: answer.content },
-          { outline: answer.content, model: answer.model },
-        );
-      },
+      output: z.object({ outline: z.string(), model: z.string() }),
     },
     fetchSource: {
       resource: 'tool:http',
       timeoutMs: 30_000,
-      run: async (ctx) => {
-        const input = fetchInput.parse(ctx.input);
-        const response = await fetch(input.url, {
-          signal: ctx.signal,
-          headers: { 'idempotency-key': ctx.idempotencyKey },
-        });
-        if (!response.ok) throw HttpStatusError.fromResponse(response, input.url);
-        const body = await response.text();
-        const title = /<title>([^<]*)<\/title>/i.exec(body)?.[1]?.trim() ?? null;
-        return complete({
-          topic: ctx.taskInput.topic,
-          outline: input.outline,
-          source: {
-            url: input.url,
-            status: response.status,
-            title,
-            excerpt: body.slice(0, 280),
-            chars: Math.min(body.length, MAX_PAGE_CHARS),
-          },
-        });
-      },
+      input: z.object({ url: z.string(), outline: z.string() }),
+    },
+  },
+  handlers: {
+    async outline(ctx) {
+      const answer = await ctx.llm.chat({
+        messages: [
+          { role: 'system', content: 'You write short research outlines.' },
+          { role: 'user', content: `Outline a brief about: ${ctx.taskInput.topic}` },
+        ],
+      });
+      return next(
+        'fetchSource',
+        { url: ctx.taskInput.sourceUrl, outline: answer.content },
+        { outline: answer.content, model: answer.model },
+      );
+    },
+    async fetchSource(ctx) {
+      const { url, outline } = ctx.input;
+      const response = await fetch(url, {
+        signal: ctx.signal,
+        headers: { 'idempotency-key': ctx.idempotencyKey },
+      });
+      if (!response.ok) throw HttpStatusError.fromResponse(response, url);
+      const body = await response.text();
+      const title = /<title>([^<]*)<\/title>/i.exec(body)?.[1]?.trim() ?? null;
+      return complete({
+        topic: ctx.taskInput.topic,
+        outline,
+        source: {
+          url,
+          status: response.status,
+          title,
+          excerpt: body.slice(0, 280),
+          chars: Math.min(body.length, MAX_PAGE_CHARS),
+        },
+      });
     },
   },
 });

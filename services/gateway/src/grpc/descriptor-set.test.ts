@@ -31,10 +31,12 @@ describe('readDescriptorSet (proto/sluice.binpb)', () => {
 
   it('holds the API, its imports, health and reflection under their real names', () => {
     assert.deepEqual([...set.files.keys()].sort(), [
+      'google/protobuf/duration.proto',
       'google/protobuf/timestamp.proto',
       'grpc/reflection/v1/reflection.proto',
       'grpc/reflection/v1alpha/reflection.proto',
       'health/v1/health.proto',
+      'sluice/v1/admin_service.proto',
       'sluice/v1/task.proto',
       'sluice/v1/task_service.proto',
     ]);
@@ -72,7 +74,12 @@ describe('readDescriptorSet (proto/sluice.binpb)', () => {
   it('lists a file with its transitive dependencies, nearest first', () => {
     assert.deepEqual(
       fileWithDependencies(set, 'sluice/v1/task_service.proto').map((f) => f.name),
-      ['sluice/v1/task_service.proto', 'sluice/v1/task.proto', 'google/protobuf/timestamp.proto'],
+      [
+        'sluice/v1/task_service.proto',
+        'google/protobuf/timestamp.proto',
+        'sluice/v1/task.proto',
+        'google/protobuf/duration.proto',
+      ],
     );
   });
 

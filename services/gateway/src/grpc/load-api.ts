@@ -1,6 +1,7 @@
 /**
  * Builds the grpc-js service definitions the gateway serves from the compiled descriptor set,
- * and checks that the hand-written types of `api-types.ts` / `task-service.ts` still match it.
+ * and checks that the hand-written types of `api-types.ts` / `task-service.ts` /
+ * `admin-service.ts` still match it.
  */
 import * as protoLoader from '@grpc/proto-loader';
 import type { ServiceDefinition } from '@grpc/grpc-js';
@@ -13,6 +14,7 @@ import {
 } from '@sluice/api';
 import { DESCRIPTOR_SET_BUILD_COMMAND, DescriptorSetError } from './descriptor-set.js';
 import type { DescriptorSet } from './descriptor-set.js';
+import { ADMIN_SERVICE_METHOD_KINDS, ADMIN_SERVICE_NAME } from './admin-service.js';
 import { TASK_SERVICE_METHOD_KINDS, TASK_SERVICE_NAME } from './task-service.js';
 
 /** The fully-qualified names of the server-reflection services, current and legacy. */
@@ -25,6 +27,8 @@ export const REFLECTION_SERVICE_NAMES = {
 export interface LoadedApi {
   /** `sluice.v1.TaskService`. */
   taskService: ServiceDefinition;
+  /** `sluice.v1.AdminService`. */
+  adminService: ServiceDefinition;
   /** `grpc.reflection.v1.ServerReflection`. */
   reflectionV1: ServiceDefinition;
   /** `grpc.reflection.v1alpha.ServerReflection`. */
@@ -34,8 +38,9 @@ export interface LoadedApi {
 /**
  * Loads the service definitions from `descriptorSet` with {@link PROTO_LOADER_OPTIONS}.
  *
- * @throws DescriptorSetError when a service is missing, or the TaskService methods or the
- *   `sluice.v1` enums differ from the TypeScript declarations (the set is stale: rebuild it).
+ * @throws DescriptorSetError when a service is missing, or the methods of TaskService or
+ *   AdminService or the `sluice.v1` enums differ from the TypeScript declarations (the set is
+ *   stale: rebuild it).
  */
 export function loadApi(descriptorSet: DescriptorSet): LoadedApi {
   const definitions = protoLoader.loadFileDescriptorSetFromBuffer(
@@ -56,21 +61,26 @@ export function loadApi(descriptorSet: DescriptorSet): LoadedApi {
     return definition;
   };
 
-  const taskService = service(TASK_SERVICE_NAME);
-  const expected = Object.entries(TASK_SERVICE_METHOD_KINDS)
-    .map(([name, kind]) => `${name}:${kind}`)
-    .sort();
-  const actual = Object.entries(taskService)
-    .map(([name, method]) => {
-      if (method.requestStream) return `${name}:client_streaming`;
-      return `${name}:${method.responseStream ? 'server_streaming' : 'unary'}`;
-    })
-    .sort();
-  if (expected.join() !== actual.join()) {
-    throw stale(
-      `declares ${TASK_SERVICE_NAME} as [${actual.join(', ')}], not [${expected.join(', ')}]`,
-    );
-  }
+  /** The service `name`, after checking its methods stream as `kinds` declares. */
+  const checkedService = (name: string, kinds: Record<string, string>): ServiceDefinition => {
+    const definition = service(name);
+    const expected = Object.entries(kinds)
+      .map(([method, kind]) => `${method}:${kind}`)
+      .sort();
+    const actual = Object.entries(definition)
+      .map(([method, { requestStream, responseStream }]) => {
+        if (requestStream) return `${method}:client_streaming`;
+        return `${method}:${responseStream ? 'server_streaming' : 'unary'}`;
+      })
+      .sort();
+    if (expected.join() !== actual.join()) {
+      throw stale(`declares ${name} as [${actual.join(', ')}], not [${expected.join(', ')}]`);
+    }
+    return definition;
+  };
+
+  const taskService = checkedService(TASK_SERVICE_NAME, TASK_SERVICE_METHOD_KINDS);
+  const adminService = checkedService(ADMIN_SERVICE_NAME, ADMIN_SERVICE_METHOD_KINDS);
 
   const enums: [string, readonly string[]][] = [
     ['sluice.v1.Priority', PRIORITY_VALUES],
@@ -91,6 +101,7 @@ export function loadApi(descriptorSet: DescriptorSet): LoadedApi {
 
   return {
     taskService,
+    adminService,
     reflectionV1: service(REFLECTION_SERVICE_NAMES.v1),
     reflectionV1alpha: service(REFLECTION_SERVICE_NAMES.v1alpha),
   };

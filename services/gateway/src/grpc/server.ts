@@ -1,10 +1,13 @@
 /**
- * The gateway's gRPC server: `sluice.v1.TaskService` with the given handlers, the standard health
- * service and server reflection (v1 and v1alpha), all described by one descriptor set.
+ * The gateway's gRPC server: `sluice.v1.TaskService` and `sluice.v1.AdminService` with the given
+ * handlers, the standard health service and server reflection (v1 and v1alpha), all described by
+ * one descriptor set.
  */
 import { Server, ServerCredentials } from '@grpc/grpc-js';
 import type { UntypedServiceImplementation } from '@grpc/grpc-js';
 import type { Logger } from '@sluice/telemetry';
+import { ADMIN_SERVICE_NAME } from './admin-service.js';
+import type { AdminServiceHandlers } from './admin-service.js';
 import { readDescriptorSet } from './descriptor-set.js';
 import { adaptServerStreaming, adaptUnary } from './handler-adapter.js';
 import type {
@@ -41,6 +44,11 @@ export interface GrpcServerOptions {
    * API and described by reflection).
    */
   taskService: Partial<TaskServiceHandlers>;
+  /**
+   * The AdminService handlers; default none. As for TaskService, a method left out answers
+   * `UNIMPLEMENTED`, and the service is declared and described by reflection either way.
+   */
+  adminService?: Partial<AdminServiceHandlers>;
   /** Logs the server's lifecycle and unexpected handler errors. */
   logger: Logger;
   /** TCP port; 0 picks a free one, which {@link GrpcServer.start} returns. */
@@ -57,7 +65,7 @@ export interface GrpcServerOptions {
    * than the transport's anonymous RESOURCE_EXHAUSTED.
    */
   maxReceiveMessageBytes?: number;
-  /** Called once per finished TaskService call, e.g. to record metrics. */
+  /** Called once per finished TaskService or AdminService call, e.g. to record metrics. */
   onCallFinished?: (call: FinishedCall) => void;
 }
 
@@ -109,12 +117,14 @@ export function createGrpcServer(options: GrpcServerOptions): GrpcServer {
       : { 'grpc.max_receive_message_length': options.maxReceiveMessageBytes }),
   });
   server.addService(api.taskService, taskServiceImplementation(options.taskService, env));
+  server.addService(api.adminService, adminServiceImplementation(options.adminService ?? {}, env));
 
-  const health = createHealthService([TASK_SERVICE_NAME]);
+  const health = createHealthService([TASK_SERVICE_NAME, ADMIN_SERVICE_NAME]);
   health.addToServer(server);
 
   const serviceNames = [
     TASK_SERVICE_NAME,
+    ADMIN_SERVICE_NAME,
     HEALTH_SERVICE_NAME,
     REFLECTION_SERVICE_NAMES.v1,
     REFLECTION_SERVICE_NAMES.v1alpha,
@@ -181,11 +191,7 @@ function taskServiceImplementation(
   handlers: Partial<TaskServiceHandlers>,
   env: AdapterEnvironment,
 ): UntypedServiceImplementation {
-  const unary = <Req, Res>(name: string, method: UnaryMethod<Req, Res> | undefined) =>
-    adaptUnary(path(name), method ?? notImplemented(name), env);
-  const streaming = <Req, Res>(name: string, method: ServerStreamingMethod<Req, Res> | undefined) =>
-    adaptServerStreaming(path(name), method ?? notImplemented(name), env);
-
+  const { unary, streaming } = adapters(TASK_SERVICE_NAME, env);
   return {
     CreateTask: unary('CreateTask', handlers.CreateTask),
     GetTask: unary('GetTask', handlers.GetTask),
@@ -199,12 +205,37 @@ function taskServiceImplementation(
   } satisfies Record<keyof TaskServiceHandlers, unknown>;
 }
 
-function notImplemented(name: string): () => Promise<never> {
-  return () => Promise.reject(unimplemented(`${TASK_SERVICE_NAME}/${name} is not implemented yet`));
+/** The grpc-js implementation of AdminService: each handler adapted, or `UNIMPLEMENTED`. */
+function adminServiceImplementation(
+  handlers: Partial<AdminServiceHandlers>,
+  env: AdapterEnvironment,
+): UntypedServiceImplementation {
+  const { unary } = adapters(ADMIN_SERVICE_NAME, env);
+  return {
+    CreateTenant: unary('CreateTenant', handlers.CreateTenant),
+    ListTenants: unary('ListTenants', handlers.ListTenants),
+    CreateApiKey: unary('CreateApiKey', handlers.CreateApiKey),
+    ListApiKeys: unary('ListApiKeys', handlers.ListApiKeys),
+    RevokeApiKey: unary('RevokeApiKey', handlers.RevokeApiKey),
+  } satisfies Record<keyof AdminServiceHandlers, unknown>;
 }
 
-function path(name: string): string {
-  return `/${TASK_SERVICE_NAME}/${name}`;
+/**
+ * Adapters for the methods of `serviceName`: a handler, or one answering `UNIMPLEMENTED` when
+ * there is none.
+ */
+function adapters(serviceName: string, env: AdapterEnvironment) {
+  const path = (name: string): string => `/${serviceName}/${name}`;
+  const notImplemented =
+    (name: string): (() => Promise<never>) =>
+    () =>
+      Promise.reject(unimplemented(`${serviceName}/${name} is not implemented yet`));
+  return {
+    unary: <Req, Res>(name: string, method: UnaryMethod<Req, Res> | undefined) =>
+      adaptUnary(path(name), method ?? notImplemented(name), env),
+    streaming: <Req, Res>(name: string, method: ServerStreamingMethod<Req, Res> | undefined) =>
+      adaptServerStreaming(path(name), method ?? notImplemented(name), env),
+  };
 }
 
 /** `host:port`, bracketing a bare IPv6 address as grpc-js expects (`[::]:50051`). */

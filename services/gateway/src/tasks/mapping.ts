@@ -3,9 +3,15 @@
  * here, at the edge; inside, priorities are numbers and statuses the core's words.
  */
 import type { ErrorClass as CoreErrorClass, Priority as CorePriority } from '@sluice/core';
-import { isTaskStatus } from '@sluice/core';
-import type { TaskEventRecord, TaskRecord } from '@sluice/db';
+import { decideTransition, isTaskStatus } from '@sluice/core';
 import {
+  estimateWaitMs,
+  type QueueStanding,
+  type TaskEventRecord,
+  type TaskRecord,
+} from '@sluice/db';
+import {
+  toDuration,
   toTimestamp,
   type ErrorClass,
   type Priority,
@@ -58,8 +64,15 @@ function errorClassToApi(errorClass: CoreErrorClass): ErrorClass {
   return `ERROR_CLASS_${errorClass.toUpperCase()}` as ErrorClass;
 }
 
-/** A stored task as the API's `Task`. */
-export function taskToApi(task: TaskRecord): Task {
+/**
+ * A stored task as the API's `Task`. `standing` is the task's place in the ready queue, for a
+ * queued task (its estimated wait and position).
+ */
+export function taskToApi(task: TaskRecord, standing?: QueueStanding): Task {
+  const waitMs = standing ? estimateWaitMs(standing) : undefined;
+  const status = isTaskStatus(task.status) ? task.status : null;
+  const approvalShown =
+    task.approval !== null && (task.status === 'waiting_approval' || task.approvalPending);
   return {
     task_id: task.id,
     tenant_id: task.tenantId,
@@ -87,6 +100,33 @@ export function taskToApi(task: TaskRecord): Task {
     pause_requested: task.pauseRequested,
     output: task.output === null || task.output === undefined ? '' : JSON.stringify(task.output),
     last_event_seq: String(task.lastEventSeq),
+    progress: task.progress,
+    progress_message: task.progressMessage,
+    estimated_wait: waitMs === undefined ? null : toDuration(waitMs),
+    queue_position: standing?.ahead ?? 0,
+    can_cancel:
+      status !== null &&
+      decideTransition(
+        {
+          status,
+          cancelRequested: task.cancelRequested,
+          pauseRequested: task.pauseRequested,
+          approvalPending: task.approvalPending,
+        },
+        { type: 'cancel' },
+      ).ok,
+    approval:
+      approvalShown && task.approval
+        ? {
+            prompt: task.approval.prompt,
+            step: task.approval.step,
+            deadline: toTimestamp(new Date(task.approval.deadline)),
+            on_timeout:
+              task.approval.onTimeout === 'pause'
+                ? 'APPROVAL_TIMEOUT_ACTION_PAUSE'
+                : 'APPROVAL_TIMEOUT_ACTION_CANCEL',
+          }
+        : null,
   };
 }
 

@@ -8,8 +8,6 @@ import type { NatsConnection } from '@nats-io/transport-node';
 import { encodeMessage, type BusCatalog } from '@sluice/bus';
 import { isFinalStatus, isSluiceError, isTaskStatus, taskTypeProblem } from '@sluice/core';
 import {
-  applyTransition,
-  cancelWaitingSteps,
   createTask,
   findKeyOwner,
   findLatestTaskType,
@@ -17,6 +15,7 @@ import {
   isUuid,
   listTaskEvents,
   listTasks,
+  queueStanding,
   type Database,
   type KeyOwner,
   type TaskRecord,
@@ -42,9 +41,22 @@ import {
   unauthenticated,
   type TaskServiceHandlers,
 } from '../grpc/index.js';
-import type { WatchTaskRequest, WatchTaskResponse } from '@sluice/api';
+import {
+  fromTimestamp,
+  type Timestamp,
+  type WatchTaskRequest,
+  type WatchTaskResponse,
+} from '@sluice/api';
 import type { EventHub } from './event-hub.js';
 import { InputValidators, parseInput } from './input-validation.js';
+import {
+  cancelTask,
+  decideApproval,
+  pauseTask,
+  resumeTask,
+  retryTask,
+  type LifecycleResult,
+} from './lifecycle.js';
 import { eventToApi, priorityFromApi, statusFromApi, taskToApi } from './mapping.js';
 import { decodePageToken, encodePageToken } from './page-token.js';
 
@@ -61,6 +73,9 @@ export interface TaskServiceDeps {
   readonly maxInputBytes: number;
   readonly watchRecheckMs: number;
 }
+
+/** Longest accepted approval comment. */
+export const MAX_COMMENT_LENGTH = 4_000;
 
 /** Longest accepted idempotency key. */
 export const MAX_IDEMPOTENCY_KEY_LENGTH = 256;
@@ -82,6 +97,33 @@ export function createTaskService(deps: TaskServiceDeps): Partial<TaskServiceHan
     const task = await findTask(deps.db, tenantId, taskId);
     if (!task) throw notFound(`task ${taskId} not found`);
     return task;
+  };
+
+  /** Answers a refused request, or does what a done one asks for outside Postgres. */
+  const settle = (result: LifecycleResult, taskId: string): void => {
+    if (!result.ok) {
+      if (result.code === 'not_found') throw notFound(`task ${taskId} not found`);
+      throw failedPrecondition(result.reason);
+    }
+    if (result.abortRunning) {
+      // Running steps are aborted by their executors; the scheduler then settles the task.
+      deps.nc.publish(
+        deps.catalog.subjects.cancel(taskId),
+        encodeMessage({ type: 'task.cancel', task_id: taskId }),
+      );
+    }
+    if (result.wakeScheduler) {
+      deps.nc.publish(
+        deps.catalog.subjects.wake('scheduler'),
+        encodeMessage({ type: 'wake', reason: 'task.lifecycle' }),
+      );
+    }
+  };
+  /** The task as the API shows it, with its queue standing when it waits to start. */
+  const describe = async (tenantId: string, taskId: string) => {
+    const task = await requireTask(tenantId, taskId);
+    const standing = task.status === 'queued' ? await queueStanding(deps.db, task.id) : undefined;
+    return taskToApi(task, standing);
   };
 
   return {
@@ -148,7 +190,8 @@ export function createTaskService(deps: TaskServiceDeps): Partial<TaskServiceHan
 
     async GetTask(call) {
       const { tenantId } = await authenticate(call.metadata);
-      return { task: taskToApi(await requireTask(tenantId, call.request.task_id)) };
+      checkTaskId(call.request.task_id);
+      return { task: await describe(tenantId, call.request.task_id) };
     },
 
     async ListTasks(call) {
@@ -166,6 +209,14 @@ export function createTaskService(deps: TaskServiceDeps): Partial<TaskServiceHan
       if (request.type !== '' && taskTypeProblem(request.type)) {
         throw invalidArgument('type', taskTypeProblem(request.type) ?? 'invalid type');
       }
+      const unspecifiedPriority =
+        request.priority === 'PRIORITY_UNSPECIFIED' || request.priority === 0;
+      const priority = unspecifiedPriority ? undefined : priorityFromApi(request.priority);
+      if (!unspecifiedPriority && priority === undefined) {
+        throw invalidArgument('priority', 'priority is not one of PRIORITY_P0 … PRIORITY_P3');
+      }
+      const createdAfter = timeFilter(request.created_after, 'created_after');
+      const createdBefore = timeFilter(request.created_before, 'created_before');
       const after = request.page_token === '' ? undefined : decodePageToken(request.page_token);
       if (after === null)
         throw invalidArgument('page_token', 'page_token is not one this API issued');
@@ -174,12 +225,15 @@ export function createTaskService(deps: TaskServiceDeps): Partial<TaskServiceHan
         limit: limit + 1,
         ...(status && isTaskStatus(status) ? { status } : {}),
         ...(request.type === '' ? {} : { type: request.type }),
+        ...(priority === undefined ? {} : { priority }),
+        ...(createdAfter ? { createdAfter } : {}),
+        ...(createdBefore ? { createdBefore } : {}),
         ...(after ? { after } : {}),
       });
       const page = rows.slice(0, limit);
       const last = page.at(-1);
       return {
-        tasks: page.map(taskToApi),
+        tasks: page.map((task) => taskToApi(task)),
         next_page_token: rows.length > limit && last ? encodePageToken(last) : '',
       };
     },
@@ -188,29 +242,47 @@ export function createTaskService(deps: TaskServiceDeps): Partial<TaskServiceHan
       const { tenantId } = await authenticate(call.metadata);
       const { task_id: taskId, reason } = call.request;
       checkTaskId(taskId);
-      const result = await deps.db.transaction(async (tx) => {
-        const applied = await applyTransition(tx, {
-          taskId,
-          tenantId,
-          event: { type: 'cancel' },
-          data: reason === '' ? {} : { reason },
-        });
-        if (applied.ok && applied.to.status === 'cancelled') await cancelWaitingSteps(tx, taskId);
-        return applied;
-      });
-      if (!result.ok) {
-        if (result.code === 'not_found') throw notFound(`task ${taskId} not found`);
-        throw failedPrecondition(result.reason);
-      }
-      if (result.to.cancelRequested) {
-        // The step is running: ask its executor to abort it; the scheduler settles the task.
-        deps.nc.publish(
-          deps.catalog.subjects.cancel(taskId),
-          encodeMessage({ type: 'task.cancel', task_id: taskId }),
+      settle(await cancelTask(deps.db, { tenantId, taskId }, reason), taskId);
+      deps.metrics.cancellations.inc();
+      return { task: await describe(tenantId, taskId) };
+    },
+
+    async PauseTask(call) {
+      const { tenantId } = await authenticate(call.metadata);
+      const taskId = call.request.task_id;
+      checkTaskId(taskId);
+      settle(await pauseTask(deps.db, { tenantId, taskId }), taskId);
+      return { task: await describe(tenantId, taskId) };
+    },
+
+    async ResumeTask(call) {
+      const { tenantId } = await authenticate(call.metadata);
+      const taskId = call.request.task_id;
+      checkTaskId(taskId);
+      settle(await resumeTask(deps.db, { tenantId, taskId }), taskId);
+      return { task: await describe(tenantId, taskId) };
+    },
+
+    async RetryTask(call) {
+      const { tenantId } = await authenticate(call.metadata);
+      const taskId = call.request.task_id;
+      checkTaskId(taskId);
+      settle(await retryTask(deps.db, { tenantId, taskId }), taskId);
+      return { task: await describe(tenantId, taskId) };
+    },
+
+    async ApproveTask(call) {
+      const { tenantId } = await authenticate(call.metadata);
+      const { task_id: taskId, approved, comment } = call.request;
+      checkTaskId(taskId);
+      if (comment.length > MAX_COMMENT_LENGTH) {
+        throw invalidArgument(
+          'comment',
+          `comment must be at most ${MAX_COMMENT_LENGTH} characters`,
         );
       }
-      deps.metrics.cancellations.inc();
-      return { task: taskToApi(await requireTask(tenantId, taskId)) };
+      settle(await decideApproval(deps.db, { tenantId, taskId }, { approved, comment }), taskId);
+      return { task: await describe(tenantId, taskId) };
     },
 
     async WatchTask(call, context) {
@@ -230,6 +302,16 @@ export function createTaskService(deps: TaskServiceDeps): Partial<TaskServiceHan
 function checkTaskId(taskId: string): void {
   if (taskId === '') throw invalidArgument('task_id', 'task_id is required');
   if (!isUuid(taskId)) throw invalidArgument('task_id', 'task_id must be a task id (a UUID)');
+}
+
+/** A time filter of ListTasks, or `undefined` when unset. */
+function timeFilter(value: Timestamp | null, field: string): Date | undefined {
+  if (value === null) return undefined;
+  try {
+    return fromTimestamp(value);
+  } catch {
+    throw invalidArgument(field, `${field} is not a valid time`);
+  }
 }
 
 function parseAfterSeq(request: WatchTaskRequest): number {

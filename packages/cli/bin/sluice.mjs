@@ -1,0 +1,8 @@
+#!/usr/bin/env node
+// The `sluice` command. The CLI is TypeScript run through tsx like every other part of Sluice (no
+// build step): register tsx's loader in this process, then hand over to src/main.ts.
+import { register } from 'tsx/esm/api';
+
+register();
+const { runCli } = await import('../src/main.ts');
+process.exitCode = await runCli(process.argv.slice(2));

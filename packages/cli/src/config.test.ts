@@ -1,0 +1,38 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { UsageError } from './command.js';
+import { DEFAULT_ADDRESS, resolveConnection } from './config.js';
+
+describe('resolveConnection', () => {
+  it('takes flags over the environment', () => {
+    assert.deepEqual(
+      resolveConnection(
+        { address: 'gw:1', apiKey: 'flag-key' },
+        { SLUICE_ADDRESS: 'env:2', SLUICE_API_KEY: 'env-key' },
+      ),
+      { address: 'gw:1', apiKey: 'flag-key' },
+    );
+  });
+
+  it('falls back to the environment, then to the default address', () => {
+    assert.deepEqual(resolveConnection({}, { SLUICE_ADDRESS: 'env:2', SLUICE_API_KEY: 'k' }), {
+      address: 'env:2',
+      apiKey: 'k',
+    });
+    assert.deepEqual(resolveConnection({}, { SLUICE_API_KEY: 'k' }), {
+      address: DEFAULT_ADDRESS,
+      apiKey: 'k',
+    });
+  });
+
+  it('refuses a missing or blank key with a usage error naming both ways to give one', () => {
+    for (const env of [{}, { SLUICE_API_KEY: '' }, { SLUICE_API_KEY: '  ' }]) {
+      assert.throws(
+        () => resolveConnection({ apiKey: '' }, env),
+        (error: unknown) =>
+          error instanceof UsageError &&
+          /--api-key <key> or set SLUICE_API_KEY/.test(error.message),
+      );
+    }
+  });
+});

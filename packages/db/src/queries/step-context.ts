@@ -1,0 +1,108 @@
+/**
+ * What a running step's context reads and writes beyond its own row: the outputs of the steps
+ * before it, the approval that let its task continue, and the progress it reports.
+ */
+import { and, desc, eq, sql } from 'drizzle-orm';
+import type { Json } from '@sluice/core';
+import type { Database, Executor } from '../client.js';
+import { taskEvents, tasks } from '../schema.js';
+import { appendTaskEvent } from './events.js';
+
+/** The step asking: its task, its place, and its fan-out branch if it runs in one. */
+export interface StepPlace {
+  readonly taskId: string;
+  readonly seq: number;
+  /** For a branch of a fan-out (and the steps its branch continues with): the fanning step. */
+  readonly fanOutOf: number | null;
+  readonly branchIndex: number | null;
+}
+
+/**
+ * The outputs a step sees, by step name: for each name, the output of its latest succeeded
+ * instance before this step. A step outside any fan-out branch sees the steps outside branches
+ * (branch outputs reach it through the join's input); a branch step sees those and the earlier
+ * steps of its own branch, never a sibling branch.
+ */
+export async function outputsBefore(
+  executor: Executor,
+  place: StepPlace,
+): Promise<Record<string, Json>> {
+  const ownBranch =
+    place.fanOutOf === null || place.branchIndex === null
+      ? sql`false`
+      : sql`(fan_out_of = ${place.fanOutOf} and branch_index = ${place.branchIndex})`;
+  const rows = await executor.execute<{ name: string; output: Json }>(sql`
+    select distinct on (name) name, outcome -> 'output' as output
+    from task_steps
+    where task_id = ${place.taskId}
+      and seq < ${place.seq}
+      and status = 'succeeded'
+      and (fan_out_of is null or ${ownBranch})
+    order by name, seq desc
+  `);
+  const outputs: Record<string, Json> = {};
+  for (const row of rows) outputs[row.name] = row.output ?? null;
+  return outputs;
+}
+
+/** The decision recorded by the latest `approve` event of a task. */
+export interface RecordedApproval {
+  readonly comment: string;
+  readonly decidedAt: Date;
+  /** The event's per-task sequence. */
+  readonly seq: number;
+}
+
+/** The latest approval of a task, or `undefined` when it never was approved. */
+export async function latestApproval(
+  executor: Executor,
+  taskId: string,
+): Promise<RecordedApproval | undefined> {
+  const [row] = await executor
+    .select({ data: taskEvents.data, createdAt: taskEvents.createdAt, seq: taskEvents.seq })
+    .from(taskEvents)
+    .where(and(eq(taskEvents.taskId, taskId), eq(taskEvents.type, 'approve')))
+    .orderBy(desc(taskEvents.seq))
+    .limit(1);
+  if (!row) return undefined;
+  const comment = row.data?.['comment'];
+  return {
+    comment: typeof comment === 'string' ? comment : '',
+    decidedAt: row.createdAt,
+    seq: row.seq,
+  };
+}
+
+/** Progress reported by a running step. */
+export interface StepProgress {
+  readonly taskId: string;
+  readonly step: string;
+  readonly seq: number;
+  /** 0 to 1. */
+  readonly fraction: number;
+  readonly message: string;
+}
+
+/**
+ * Stores a step's progress on its task (what `GetTask` shows) and appends a `step_progress` event
+ * (`data: { seq, progress, message }`) for watchers and subscribers, in one transaction. Only a
+ * running task takes progress: a late report after the task moved on changes nothing. Returns
+ * whether it was recorded.
+ */
+export async function recordStepProgress(db: Database, progress: StepProgress): Promise<boolean> {
+  return db.transaction(async (tx) => {
+    const updated = await tx
+      .update(tasks)
+      .set({ progress: progress.fraction, progressMessage: progress.message })
+      .where(and(eq(tasks.id, progress.taskId), eq(tasks.status, 'running')))
+      .returning({ id: tasks.id });
+    if (updated.length === 0) return false;
+    await appendTaskEvent(tx, {
+      taskId: progress.taskId,
+      type: 'step_progress',
+      step: progress.step,
+      data: { seq: progress.seq, progress: progress.fraction, message: progress.message },
+    });
+    return true;
+  });
+}

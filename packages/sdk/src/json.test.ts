@@ -1,0 +1,55 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { MAX_JSON_DEPTH, toJson } from './json.js';
+
+function problem(value: unknown): string {
+  const result = toJson(value);
+  assert.ok(!result.ok, 'expected a problem');
+  return result.problem;
+}
+
+describe('toJson', () => {
+  it('keeps plain data as it is', () => {
+    const value = { a: [1, 'two', true, null, { b: -0.5 }], c: {}, d: [] };
+    assert.deepEqual(toJson(value), { ok: true, value });
+    assert.deepEqual(toJson(Object.assign(Object.create(null) as object, { x: 1 })), {
+      ok: true,
+      value: { x: 1 },
+    });
+  });
+
+  it('drops undefined properties and turns a top-level undefined into null, as JSON does', () => {
+    assert.deepEqual(toJson({ a: 1, b: undefined }), { ok: true, value: { a: 1 } });
+    assert.deepEqual(toJson(undefined), { ok: true, value: null });
+  });
+
+  it('names the path of what JSON cannot carry', () => {
+    assert.equal(
+      problem({ rows: [{ at: new Date() }] }),
+      '$.rows[0].at is a Date, not plain JSON data',
+    );
+    assert.equal(
+      problem([1, Number.POSITIVE_INFINITY]),
+      '$[1] is Infinity, which JSON cannot carry',
+    );
+    assert.equal(problem({ n: 10n }), '$.n is a bigint, which JSON cannot carry');
+    assert.equal(problem({ f: () => 1 }), '$.f is a function, which JSON cannot carry');
+    assert.equal(problem([undefined]), '$[0] is undefined');
+    assert.equal(problem(new Map()), '$ is a Map, not plain JSON data');
+  });
+
+  it('refuses cycles but accepts the same object twice', () => {
+    const shared = { x: 1 };
+    assert.deepEqual(toJson([shared, shared]), { ok: true, value: [{ x: 1 }, { x: 1 }] });
+    const cyclic: Record<string, unknown> = {};
+    cyclic.self = cyclic;
+    assert.equal(problem(cyclic), '$.self refers back to itself (a cycle)');
+  });
+
+  it('refuses nesting deeper than the limit', () => {
+    let deep: unknown = 1;
+    for (let i = 0; i < MAX_JSON_DEPTH; i += 1) deep = [deep];
+    assert.ok(toJson(deep).ok);
+    assert.match(problem([deep]), /nests deeper than 32 levels/);
+  });
+});

@@ -1,0 +1,80 @@
+/**
+ * Step inputs and outputs are stored in Postgres as JSON and read back by other steps, possibly on
+ * another executor, days later. A value that does not survive that trip unchanged (a `Date`, a
+ * `Map`, `NaN`, a class instance, a cycle) would silently turn into something else there, so it is
+ * refused when the step returns it, with the path of the offending part.
+ */
+import type { Json } from '@sluice/core';
+
+/** Deepest nesting a step's input or output may have (as the gateway allows for task input). */
+export const MAX_JSON_DEPTH = 32;
+
+/** The result of {@link toJson}. */
+export type JsonCheck =
+  { readonly ok: true; readonly value: Json } | { readonly ok: false; readonly problem: string };
+
+/**
+ * Checks that `value` is plain JSON data and returns it as {@link Json}: `undefined` object
+ * properties are dropped (as `JSON.stringify` would), a top-level `undefined` becomes `null`.
+ * Anything else that JSON cannot carry is a problem naming its path (`$.rows[3].at`).
+ */
+export function toJson(value: unknown): JsonCheck {
+  const seen = new Set<object>();
+  const problem = { message: '' };
+  const visit = (node: unknown, path: string, depth: number): Json | undefined => {
+    if (node === null || typeof node === 'string' || typeof node === 'boolean') return node;
+    if (typeof node === 'number') {
+      if (Number.isFinite(node)) return node;
+      problem.message = `${path} is ${String(node)}, which JSON cannot carry`;
+      return undefined;
+    }
+    if (typeof node !== 'object') {
+      problem.message = `${path} is a ${typeof node}, which JSON cannot carry`;
+      return undefined;
+    }
+    if (depth >= MAX_JSON_DEPTH) {
+      problem.message = `${path} nests deeper than ${MAX_JSON_DEPTH} levels`;
+      return undefined;
+    }
+    if (seen.has(node)) {
+      problem.message = `${path} refers back to itself (a cycle)`;
+      return undefined;
+    }
+    seen.add(node);
+    try {
+      if (Array.isArray(node)) {
+        const items: Json[] = [];
+        for (let i = 0; i < node.length; i += 1) {
+          const item: unknown = node[i];
+          if (item === undefined) {
+            problem.message = `${path}[${i}] is undefined`;
+            return undefined;
+          }
+          const json = visit(item, `${path}[${i}]`, depth + 1);
+          if (json === undefined) return undefined;
+          items.push(json);
+        }
+        return items;
+      }
+      const proto = Object.getPrototypeOf(node) as unknown;
+      if (proto !== Object.prototype && proto !== null) {
+        const kind = (node as { constructor?: { name?: unknown } }).constructor?.name;
+        problem.message = `${path} is a ${typeof kind === 'string' ? kind : 'non-plain object'}, not plain JSON data`;
+        return undefined;
+      }
+      const object: { [key: string]: Json } = {};
+      for (const [key, item] of Object.entries(node)) {
+        if (item === undefined) continue;
+        const json = visit(item, `${path}.${key}`, depth + 1);
+        if (json === undefined) return undefined;
+        object[key] = json;
+      }
+      return object;
+    } finally {
+      seen.delete(node);
+    }
+  };
+  if (value === undefined) return { ok: true, value: null };
+  const json = visit(value, '$', 0);
+  return json === undefined ? { ok: false, problem: problem.message } : { ok: true, value: json };
+}

@@ -1,0 +1,65 @@
+/**
+ * The span of one step attempt, `sluice.step <name>`: a child of the span that created the task
+ * (its `traceparent` is stored on the task row), so a task is one trace across every step, however
+ * long it waits in between. The handler runs with it as the active span.
+ */
+import {
+  ATTR_RESOURCE,
+  ATTR_STEP,
+  ATTR_TASK_ID,
+  ATTR_TASK_TYPE,
+  ATTR_TENANT,
+  contextFromTraceparent,
+} from '@sluice/telemetry';
+import type { StepRecord, TaskRecord } from '@sluice/db';
+import { SpanStatusCode, trace, type OtelSpan } from './otel-api.js';
+
+/** The sequence of the step instance within its task. */
+export const ATTR_STEP_SEQ = 'sluice.step.seq';
+/** The attempt of the step instance (1 for the first). */
+export const ATTR_STEP_ATTEMPT = 'sluice.step.attempt';
+
+/**
+ * Runs `fn` inside the step's span. A thrown error is recorded on the span (ERROR status) and
+ * rethrown; the span ends in every case.
+ *
+ * The parent is the task's trace, given to the tracer explicitly: whatever span happens to be
+ * active in the executor is not the step's parent. In a process that has not started tracing
+ * (`startTracing` of `@sluice/telemetry`) the span is a no-op and carries no trace id.
+ */
+export async function runInStepSpan<T>(
+  task: TaskRecord,
+  step: StepRecord,
+  fn: (span: OtelSpan) => Promise<T>,
+): Promise<T> {
+  // A task created without a trace has no parent: a malformed (here empty) traceparent gives a
+  // context without one, so the step starts a trace of its own.
+  const parent = contextFromTraceparent(task.traceParent ?? '');
+  const attributes = {
+    [ATTR_TASK_ID]: task.id,
+    [ATTR_TENANT]: task.tenantId,
+    [ATTR_TASK_TYPE]: task.type,
+    [ATTR_STEP]: step.name,
+    [ATTR_RESOURCE]: step.resource,
+    [ATTR_STEP_SEQ]: step.seq,
+    [ATTR_STEP_ATTEMPT]: step.attempts,
+  };
+  const tracer = trace.getTracer('@sluice/executor');
+  return tracer.startActiveSpan(
+    `sluice.step ${step.name}`,
+    { attributes },
+    parent,
+    async (span): Promise<T> => {
+      try {
+        return await fn(span);
+      } catch (error) {
+        const message = error instanceof Error ? error.message : String(error);
+        span.recordException(error instanceof Error ? error : message);
+        span.setStatus({ code: SpanStatusCode.ERROR, message });
+        throw error;
+      } finally {
+        span.end();
+      }
+    },
+  );
+}

@@ -1,0 +1,152 @@
+/**
+ * The business handlers of `sluice.v1.AdminService`: tenants and their API keys.
+ *
+ * Every call first proves the caller holds an admin key (`admin-auth.ts`), then validates the
+ * request, then makes one write at most, so a refused call changes nothing. Secrets are returned
+ * once by `CreateApiKey` and never logged: log lines name keys by id and prefix.
+ */
+import { isSluiceError, tenantIdProblem } from '@sluice/core';
+import {
+  createTenant,
+  findTenant,
+  isUuid,
+  issueApiKey,
+  listApiKeys,
+  listTenants,
+  revokeApiKey,
+  type Database,
+} from '@sluice/db';
+import type { Logger } from '@sluice/telemetry';
+import { alreadyExists, failedPrecondition, invalidArgument, notFound } from '../grpc/index.js';
+import type { AdminServiceHandlers } from '../grpc/admin-service.js';
+import { authenticateAdmin } from './admin-auth.js';
+import { apiKeyToApi, tenantToApi } from './mapping.js';
+import { decodeTenantPageToken, encodeTenantPageToken } from './tenant-page-token.js';
+
+/** What the handlers need. */
+export interface AdminServiceDeps {
+  readonly db: Database;
+  readonly log: Logger;
+}
+
+/** Longest accepted display name, in characters (code points). */
+export const MAX_DISPLAY_NAME_LENGTH = 200;
+/** Page size of `ListTenants` when the caller gives none. */
+export const DEFAULT_TENANT_PAGE_SIZE = 100;
+/** The most tenants one `ListTenants` page holds; larger requests are lowered to it. */
+export const MAX_TENANT_PAGE_SIZE = 1_000;
+
+/** Creates the AdminService handlers. */
+export function createAdminService(deps: AdminServiceDeps): AdminServiceHandlers {
+  const { db, log } = deps;
+
+  return {
+    async CreateTenant(call) {
+      const caller = await authenticateAdmin(db, call.metadata);
+      const { tenant_id: tenantId, display_name: displayName } = call.request;
+      checkTenantId(tenantId);
+      const nameProblem = displayNameProblem(displayName);
+      if (nameProblem) throw invalidArgument('display_name', nameProblem);
+      let tenant;
+      try {
+        tenant = await createTenant(db, {
+          id: tenantId,
+          ...(displayName === '' ? {} : { name: displayName }),
+        });
+      } catch (error) {
+        if (isSluiceError(error) && error.code === 'already_exists') {
+          throw alreadyExists(`tenant ${tenantId} already exists`);
+        }
+        throw error;
+      }
+      log.info({ tenant_id: tenantId, by_tenant: caller.tenantId }, 'tenant created');
+      return { tenant: tenantToApi(tenant) };
+    },
+
+    async ListTenants(call) {
+      await authenticateAdmin(db, call.metadata);
+      const { page_size: pageSize, page_token: pageToken } = call.request;
+      if (pageSize < 0) throw invalidArgument('page_size', 'page_size must not be negative');
+      const limit =
+        pageSize === 0 ? DEFAULT_TENANT_PAGE_SIZE : Math.min(pageSize, MAX_TENANT_PAGE_SIZE);
+      const after = pageToken === '' ? undefined : decodeTenantPageToken(pageToken);
+      if (after === null) {
+        throw invalidArgument('page_token', 'page_token is not one ListTenants issued');
+      }
+      // One row more than the page tells whether another page follows.
+      const rows = await listTenants(db, { limit: limit + 1, ...(after ? { after } : {}) });
+      const page = rows.slice(0, limit);
+      const last = page.at(-1);
+      return {
+        tenants: page.map(tenantToApi),
+        next_page_token: rows.length > limit && last ? encodeTenantPageToken(last.id) : '',
+      };
+    },
+
+    async CreateApiKey(call) {
+      const caller = await authenticateAdmin(db, call.metadata);
+      const { tenant_id: tenantId, admin } = call.request;
+      checkTenantId(tenantId);
+      const issued = await issueApiKey(db, { tenantId, isAdmin: admin });
+      if (issued === 'tenant_not_found') throw notFound(`tenant ${tenantId} not found`);
+      const { key, secret } = issued;
+      log.info(
+        {
+          key_id: key.id,
+          key_prefix: key.keyPrefix,
+          tenant_id: tenantId,
+          admin,
+          by_tenant: caller.tenantId,
+        },
+        'API key created',
+      );
+      return { key: apiKeyToApi(key), secret };
+    },
+
+    async ListApiKeys(call) {
+      await authenticateAdmin(db, call.metadata);
+      const { tenant_id: tenantId } = call.request;
+      checkTenantId(tenantId);
+      if (!(await findTenant(db, tenantId))) throw notFound(`tenant ${tenantId} not found`);
+      const keys = await listApiKeys(db, tenantId);
+      return { keys: keys.map(apiKeyToApi) };
+    },
+
+    async RevokeApiKey(call) {
+      const caller = await authenticateAdmin(db, call.metadata);
+      const { key_id: keyId } = call.request;
+      if (keyId === '') throw invalidArgument('key_id', 'key_id is required');
+      if (!isUuid(keyId)) throw invalidArgument('key_id', 'key_id must be a UUID');
+      const revoked = await revokeApiKey(db, keyId);
+      if (revoked === 'not_found') throw notFound(`API key ${keyId} not found`);
+      if (revoked === 'already_revoked') {
+        throw failedPrecondition(`API key ${keyId} is already revoked`);
+      }
+      log.info(
+        {
+          key_id: revoked.id,
+          key_prefix: revoked.keyPrefix,
+          tenant_id: revoked.tenantId,
+          by_tenant: caller.tenantId,
+        },
+        'API key revoked',
+      );
+      return { key: apiKeyToApi(revoked) };
+    },
+  };
+}
+
+/** Throws `INVALID_ARGUMENT` naming `tenant_id` unless it is a well-formed tenant id. */
+function checkTenantId(tenantId: string): void {
+  const problem = tenantIdProblem(tenantId);
+  if (problem) throw invalidArgument('tenant_id', problem);
+}
+
+/** Why a display name is refused; `undefined` when it is acceptable (`''` means "the id"). */
+export function displayNameProblem(name: string): string | undefined {
+  if ([...name].length > MAX_DISPLAY_NAME_LENGTH) {
+    return `display_name must be at most ${MAX_DISPLAY_NAME_LENGTH} characters`;
+  }
+  if (/\p{Cc}/u.test(name)) return 'display_name must not contain control characters';
+  return undefined;
+}

@@ -1,0 +1,170 @@
+/**
+ * The lifecycle requests of people and callers — cancel, pause, resume, retry, approve, reject —
+ * each one transaction: the transition the table allows (or a refusal that changes nothing), plus
+ * what it implies for the task's steps and timers. What must happen outside Postgres afterwards
+ * (abort running steps, wake the scheduler) is returned as flags.
+ */
+import type { Json } from '@sluice/core';
+import {
+  TimerKind,
+  applyTransition,
+  armApprovalTimer,
+  cancelWaitingSteps,
+  closeTimers,
+  lockTask,
+  rerunUnfinishedSteps,
+  startContinuation,
+  type Database,
+  type PendingApproval,
+  type TaskRecord,
+  type Transaction,
+  type TransitionResult,
+} from '@sluice/db';
+
+/** The outcome of a lifecycle request. */
+export type LifecycleResult =
+  | {
+      readonly ok: true;
+      /** Running steps must be aborted (a cancel of a running task). */
+      readonly abortRunning: boolean;
+      /** The scheduler has work: ready steps, or a cancel/pause to settle. */
+      readonly wakeScheduler: boolean;
+    }
+  | { readonly ok: false; readonly code: 'not_found' | 'refused'; readonly reason: string };
+
+type Refused = Extract<LifecycleResult, { ok: false }>;
+
+function refused(result: Extract<TransitionResult, { ok: false }>): Refused {
+  return { ok: false, code: result.code, reason: result.reason };
+}
+
+const DONE = { ok: true, abortRunning: false, wakeScheduler: false } as const;
+
+/** What a command needs. */
+export interface LifecycleTarget {
+  readonly tenantId: string;
+  readonly taskId: string;
+}
+
+export function cancelTask(
+  db: Database,
+  target: LifecycleTarget,
+  reason: string,
+): Promise<LifecycleResult> {
+  return db.transaction(async (tx) => {
+    const result = await applyTransition(tx, {
+      ...target,
+      event: { type: 'cancel' },
+      data: reason === '' ? {} : { reason },
+    });
+    if (!result.ok) return refused(result);
+    // Steps that have not started never will; running ones are aborted through their signal.
+    await cancelWaitingSteps(tx, target.taskId);
+    await closeTimers(tx, target.taskId, TimerKind.ApprovalTimeout);
+    const requested = result.to.cancelRequested;
+    return { ok: true, abortRunning: requested, wakeScheduler: requested };
+  });
+}
+
+export function pauseTask(db: Database, target: LifecycleTarget): Promise<LifecycleResult> {
+  return db.transaction(async (tx) => {
+    const result = await applyTransition(tx, { ...target, event: { type: 'pause' } });
+    if (!result.ok) return refused(result);
+    // A running task pauses once its running steps end: the scheduler settles it.
+    return { ...DONE, wakeScheduler: result.to.pauseRequested };
+  });
+}
+
+export function resumeTask(db: Database, target: LifecycleTarget): Promise<LifecycleResult> {
+  return db.transaction(async (tx) => {
+    const task = await lockOwnTask(tx, target);
+    if (!task) return { ok: false, code: 'not_found', reason: 'task not found' };
+    // With the approval still pending, the task waits again, with a new deadline.
+    const approval = task.approvalPending && task.approval ? rearmed(task.approval) : undefined;
+    const result = await applyTransition(tx, {
+      ...target,
+      event: { type: 'resume' },
+      ...(approval ? { patch: { approval }, data: { deadline: approval.deadline } } : {}),
+    });
+    if (!result.ok) return refused(result);
+    if (approval) await armApprovalTimer(tx, target.taskId, approval);
+    return { ...DONE, wakeScheduler: result.to.status === 'queued' };
+  });
+}
+
+export function retryTask(db: Database, target: LifecycleTarget): Promise<LifecycleResult> {
+  return db.transaction(async (tx) => {
+    const task = await lockOwnTask(tx, target);
+    if (!task) return { ok: false, code: 'not_found', reason: 'task not found' };
+    const result = await applyTransition(tx, { ...target, event: { type: 'retry' } });
+    if (!result.ok) return refused(result);
+    // Succeeded steps are kept; failed and cancelled ones run again in the new attempt. A task
+    // whose pending work was an approval is asked again by the scheduler.
+    const rerun = await rerunUnfinishedSteps(tx, { ...task, attempt: task.attempt + 1 });
+    return { ...DONE, wakeScheduler: rerun.length > 0 || task.approval !== null };
+  });
+}
+
+export function decideApproval(
+  db: Database,
+  target: LifecycleTarget,
+  decision: { approved: boolean; comment: string },
+): Promise<LifecycleResult> {
+  return db.transaction(async (tx) => {
+    const task = await lockOwnTask(tx, target);
+    if (!task) return { ok: false, code: 'not_found', reason: 'task not found' };
+    const approval = task.approval;
+    const data: Record<string, Json> = decision.comment === '' ? {} : { comment: decision.comment };
+    if (!decision.approved) {
+      const rejected = await applyTransition(tx, {
+        ...target,
+        event: { type: 'reject' },
+        step: approval?.step ?? null,
+        data: { ...data, reason: 'rejected' },
+      });
+      if (!rejected.ok) return refused(rejected);
+      await closeTimers(tx, target.taskId, TimerKind.ApprovalTimeout);
+      return DONE;
+    }
+    const approved = await applyTransition(tx, {
+      ...target,
+      event: { type: 'approve' },
+      step: approval?.step ?? null,
+      data,
+      patch: { approval: null },
+    });
+    if (!approved.ok) return refused(approved);
+    if (!approval) throw new Error(`task ${task.id} waited for an approval it does not record`);
+    await closeTimers(tx, target.taskId, TimerKind.ApprovalTimeout);
+    const started = await startContinuation(tx, task, approval.then, {
+      seq: approval.originSeq,
+      fanOutOf: null,
+      branchIndex: null,
+    });
+    if (!started.ok) {
+      const failed = await applyTransition(tx, {
+        taskId: target.taskId,
+        event: { type: 'fail_terminal' },
+        step: approval.step,
+        patch: {
+          error: { errorClass: 'schema_validation', message: started.reason, retryable: false },
+        },
+      });
+      if (!failed.ok) throw new Error(`cannot fail task ${task.id}: ${failed.reason}`);
+      return DONE;
+    }
+    return { ...DONE, wakeScheduler: true };
+  });
+}
+
+async function lockOwnTask(
+  tx: Transaction,
+  target: LifecycleTarget,
+): Promise<TaskRecord | undefined> {
+  const task = await lockTask(tx, target.taskId);
+  return task && task.tenantId === target.tenantId ? task : undefined;
+}
+
+function rearmed(approval: PendingApproval): PendingApproval {
+  return { ...approval, deadline: new Date(Date.now() + approval.timeoutMs).toISOString() };
+}
