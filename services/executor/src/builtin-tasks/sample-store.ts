@@ -100,7 +100,7 @@ export async function countTaskRows(
   return withSamplesDatabase(signal, async (sql) => {
     const [table] = await sql<Array<{ exists: boolean }>>`
       select to_regclass(${SAMPLE_TABLE}) is not null as exists`;
-    if (!table?.exists) return new Map();
+    if (!table?.exists) return new Map<number, number>();
     const rows = await sql<Array<{ document: number; count: number }>>`
       select document, count(*)::int as count
       from sluice_samples.ingested_rows
