@@ -25,6 +25,8 @@ export interface LatchServer {
   arrived(key: string, count?: number, timeoutMs?: number): Promise<LatchArrival[]>;
   /** Answers the waiting requests of `key` (and future ones) with 200 and `body` as JSON. */
   release(key: string, body?: unknown): void;
+  /** Answers the waiting requests of `key` (and future ones) with `status` (e.g. a 500). */
+  fail(key: string, status?: number): void;
   stop(): Promise<void>;
   [Symbol.asyncDispose](): Promise<void>;
 }
@@ -34,7 +36,7 @@ const LATCH_PATH = /^\/latch\/([A-Za-z0-9:_.-]{1,200})$/;
 export async function startLatchServer(): Promise<LatchServer> {
   const arrivals: LatchArrival[] = [];
   const waiting = new Map<string, ServerResponse[]>();
-  const released = new Map<string, string>();
+  const released = new Map<string, { status: number; body: string }>();
   const watchers = new Set<() => void>();
   const notify = () => {
     for (const watcher of [...watchers]) watcher();
@@ -53,9 +55,9 @@ export async function startLatchServer(): Promise<LatchServer> {
       aborted: false,
     };
     arrivals.push(arrival);
-    const body = released.get(key);
-    if (body !== undefined) {
-      response.writeHead(200, { 'content-type': 'application/json' }).end(body);
+    const answer = released.get(key);
+    if (answer !== undefined) {
+      response.writeHead(answer.status, { 'content-type': 'application/json' }).end(answer.body);
     } else {
       const list = waiting.get(key) ?? [];
       list.push(response);
@@ -69,6 +71,16 @@ export async function startLatchServer(): Promise<LatchServer> {
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const { port } = server.address() as AddressInfo;
+
+  const answer = (key: string, status: number, body: string) => {
+    released.set(key, { status, body });
+    for (const response of waiting.get(key) ?? []) {
+      if (!response.destroyed) {
+        response.writeHead(status, { 'content-type': 'application/json' }).end(body);
+      }
+    }
+    waiting.delete(key);
+  };
 
   const stop = async () => {
     for (const list of waiting.values()) for (const response of list) response.destroy();
@@ -99,13 +111,10 @@ export async function startLatchServer(): Promise<LatchServer> {
       }
     },
     release(key, body = { released: key }) {
-      const text = JSON.stringify(body);
-      released.set(key, text);
-      for (const response of waiting.get(key) ?? []) {
-        if (!response.destroyed)
-          response.writeHead(200, { 'content-type': 'application/json' }).end(text);
-      }
-      waiting.delete(key);
+      answer(key, 200, JSON.stringify(body));
+    },
+    fail(key, status = 500) {
+      answer(key, status, JSON.stringify({ failed: key }));
     },
     stop,
     [Symbol.asyncDispose]: stop,

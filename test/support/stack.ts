@@ -33,6 +33,11 @@ export interface Stack {
   readonly executors: ReadonlyMap<string, ServiceProcess>;
   readonly all: readonly ServiceProcess[];
   /**
+   * Starts one more executor of `resource` (e.g. after killing one) and waits until it runs; it
+   * is stopped with the stack.
+   */
+  startExecutor(resource: string): Promise<ServiceProcess>;
+  /**
    * Stops every process (SIGTERM) and deletes the prefix's streams and buckets; resolves with the
    * exit codes by name.
    */
@@ -72,13 +77,12 @@ export async function startStack(options: StackOptions): Promise<Stack> {
   const scheduler = start('scheduler', 'scheduler');
   const governor = start('governor', 'governor');
   const executors = new Map<string, ServiceProcess>();
+  const startExecutorProcess = (resource: string, name = `executor-${resource}`) =>
+    start(name, 'executor', {}, ['--resource', resource]);
   for (const resource of options.resources ?? ['llm', 'tool:http']) {
-    executors.set(
-      resource,
-      start(`executor-${resource}`, 'executor', {}, ['--resource', resource]),
-    );
+    executors.set(resource, startExecutorProcess(resource));
   }
-  const all = [gateway, scheduler, governor, ...executors.values()];
+  const all: ServiceProcess[] = [gateway, scheduler, governor, ...executors.values()];
   const stop = async () => {
     const exits = await Promise.all(all.map((p) => p.stop()));
     if (options.keepNatsResources !== true)
@@ -103,6 +107,12 @@ export async function startStack(options: StackOptions): Promise<Stack> {
       governor,
       executors,
       all,
+      async startExecutor(resource) {
+        const extra = startExecutorProcess(resource, `executor-${resource}-${all.length}`);
+        all.push(extra);
+        await extra.waitForMessage('executor started', 60_000);
+        return extra;
+      },
       stop,
       async [Symbol.asyncDispose]() {
         await stop();

@@ -292,7 +292,8 @@ export function fromTimestamp(timestamp: Timestamp): Date {
 
 /** Converts milliseconds to a {@link Duration} (millisecond precision). */
 export function toDuration(ms: number): Duration {
-  if (!Number.isFinite(ms)) throw new RangeError('cannot convert a non-finite number to a Duration');
+  if (!Number.isFinite(ms))
+    throw new RangeError('cannot convert a non-finite number to a Duration');
   const whole = Math.trunc(ms);
   const seconds = Math.trunc(whole / MS_PER_SECOND);
   return { seconds: String(seconds), nanos: (whole - seconds * MS_PER_SECOND) * NANOS_PER_MS };

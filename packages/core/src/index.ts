@@ -50,13 +50,7 @@ export {
   failedOutcome,
   stepsStartedBy,
 } from './step-outcome.js';
-export type {
-  Continuation,
-  Json,
-  StepCall,
-  StepOutcome,
-  StepOutcomeType,
-} from './step-outcome.js';
+export type { Continuation, Json, StepCall, StepOutcome, StepOutcomeType } from './step-outcome.js';
 export {
   MAX_NAME_LENGTH,
   tenantIdProblem,

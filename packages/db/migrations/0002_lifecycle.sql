@@ -11,6 +11,7 @@ CREATE TABLE "task_timers" (
 ALTER TABLE "task_steps" ADD COLUMN "fan_out_of" integer;--> statement-breakpoint
 ALTER TABLE "task_steps" ADD COLUMN "branch_index" integer;--> statement-breakpoint
 ALTER TABLE "task_steps" ADD COLUMN "join_of" integer;--> statement-breakpoint
+ALTER TABLE "task_steps" ADD COLUMN "key_seq" integer;--> statement-breakpoint
 ALTER TABLE "task_steps" ADD COLUMN "superseded" boolean DEFAULT false NOT NULL;--> statement-breakpoint
 ALTER TABLE "tasks" ADD COLUMN "progress" double precision DEFAULT 0 NOT NULL;--> statement-breakpoint
 ALTER TABLE "tasks" ADD COLUMN "progress_message" text DEFAULT '' NOT NULL;--> statement-breakpoint

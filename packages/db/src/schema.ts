@@ -185,6 +185,11 @@ export const taskSteps = pgTable(
     branchIndex: integer('branch_index'),
     /** For the join step of a fan-out: the sequence of the step that fanned out. */
     joinOf: integer('join_of'),
+    /**
+     * The sequence that names this step in its idempotency key (`<task>:<seq>`): its own, except
+     * for a step a manual retry runs again, which keeps the key of the step it repeats.
+     */
+    keySeq: integer('key_seq'),
     /** A failed or cancelled step that a manual retry has run again as a new step row. */
     superseded: boolean('superseded').notNull().default(false),
     /** How many times this step was published; part of the message id, so re-dispatch is new. */

@@ -68,11 +68,10 @@ export const STEP_RESULT_TYPES = ['next', 'fanOut', 'complete', 'awaitApproval']
 
 // ---- Type-level plumbing of the builders -------------------------------------------------------
 // `R` below is the result type expected where the builder is called (a handler's union of allowed
-// results), or `StepResult` when there is no such context. A context of `unknown` or `any` (e.g.
-// an argument of `assert.deepEqual`) says nothing either.
-
-// Each starts with `unknown extends R` (no context) and otherwise distributes over R itself: a
-// conditional on R directly is what lets TypeScript infer R from the expected type.
+// results). Without such a context TypeScript infers `unknown` (or `any`, e.g. as an argument of
+// `assert.deepEqual`), and the builders fall back to the untyped results. Each helper therefore
+// starts with `unknown extends R`, and otherwise is a conditional on R itself: that is what lets
+// TypeScript infer R from the expected type in the first place.
 type NextIn<R> = unknown extends R ? NextResult : R extends { readonly type: 'next' } ? R : never;
 type NextStepIn<R> = NextIn<R> extends { readonly step: infer S extends string } ? S : never;
 /** The `next` member(s) of `R` whose step name accepts `S`. */
@@ -117,7 +116,7 @@ type OutputOf<C> = C extends { readonly output?: infer O } ? O : never;
 
 /**
  * The trailing `output` parameter: required when the step declares an output schema that does not
- * accept `undefined`, optional otherwise, absent where no output belongs (inside `then`).
+ * accept `undefined`, optional otherwise, and only `undefined` where no output belongs (`then`).
  */
 type OutputParam<O> = [O] extends [never] ? [] : undefined extends O ? [output?: O] : [output: O];
 

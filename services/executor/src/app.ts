@@ -17,6 +17,7 @@ import {
 import { migrateDatabase, openDatabase, registerTaskType, type DatabaseHandle } from '@sluice/db';
 import {
   createLogger,
+  startTracing,
   createMetrics,
   startMetricsServer,
   type Logger,
@@ -48,6 +49,8 @@ export async function startExecutor(config: ExecutorConfig, log?: Logger): Promi
   const resource = config.SLUICE_RESOURCE;
   const logger =
     log ?? createLogger({ service: `executor-${resource}`, level: config.SLUICE_LOG_LEVEL });
+  // Each step attempt is a span in its task's trace (continued from the stored traceparent).
+  const tracing = startTracing({ serviceName: `sluice-executor-${resource}` });
   const registry = createTaskRegistry(await loadTaskDefinitions(config.SLUICE_TASK_MODULES));
   const runnable = registry.definitions.filter((d) => usesResource(d, resource));
   if (runnable.length === 0) {
@@ -160,6 +163,7 @@ export async function startExecutor(config: ExecutorConfig, log?: Logger): Promi
     cancelSubscription?.unsubscribe();
     if (nc) await closeNats(nc);
     await database.close();
+    await tracing.shutdown();
     throw error;
   }
 
@@ -174,6 +178,7 @@ export async function startExecutor(config: ExecutorConfig, log?: Logger): Promi
       await started.metricsServer.stop();
       await closeNats(started.nc);
       await database.close();
+      await tracing.shutdown();
       logger.info('executor stopped');
     },
   };

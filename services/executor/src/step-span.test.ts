@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import type { StepRecord, TaskRecord } from '@sluice/db';
 import { startTracing, type Tracing } from '@sluice/telemetry';
-import { trace } from './otel-api.js';
+import { trace } from '@opentelemetry/api';
 import { runInStepSpan } from './step-span.js';
 
 const TRACE_ID = '0af7651916cd43dd8448eb211c80319c';

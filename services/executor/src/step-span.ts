@@ -12,7 +12,7 @@ import {
   contextFromTraceparent,
 } from '@sluice/telemetry';
 import type { StepRecord, TaskRecord } from '@sluice/db';
-import { SpanStatusCode, trace, type OtelSpan } from './otel-api.js';
+import { SpanStatusCode, trace, type Span } from '@opentelemetry/api';
 
 /** The sequence of the step instance within its task. */
 export const ATTR_STEP_SEQ = 'sluice.step.seq';
@@ -30,7 +30,7 @@ export const ATTR_STEP_ATTEMPT = 'sluice.step.attempt';
 export async function runInStepSpan<T>(
   task: TaskRecord,
   step: StepRecord,
-  fn: (span: OtelSpan) => Promise<T>,
+  fn: (span: Span) => Promise<T>,
 ): Promise<T> {
   // A task created without a trace has no parent: a malformed (here empty) traceparent gives a
   // context without one, so the step starts a trace of its own.

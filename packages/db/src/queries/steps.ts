@@ -291,6 +291,8 @@ export interface NewStep {
   readonly branchIndex?: number | null;
   /** For the join step of a fan-out: the sequence of the step that fanned out. */
   readonly joinOf?: number | null;
+  /** For a step run again by a retry: the sequence its idempotency key keeps. */
+  readonly keySeq?: number | null;
 }
 
 /**
@@ -325,6 +327,7 @@ export async function insertSteps(
         fanOutOf: step.fanOutOf ?? null,
         branchIndex: step.branchIndex ?? null,
         joinOf: step.joinOf ?? null,
+        keySeq: step.keySeq ?? null,
       })),
     )
     .returning({ seq: taskSteps.seq });
@@ -387,6 +390,7 @@ export async function rerunUnfinishedSteps(
       fanOutOf: step.fanOutOf,
       branchIndex: step.branchIndex,
       joinOf: step.joinOf,
+      keySeq: step.keySeq ?? step.seq,
     })),
   );
   return unfinished.map((step) => step.name);

@@ -1,0 +1,398 @@
+/**
+ * The task lifecycle through the API against the real stack: pause and resume of a running task,
+ * approvals (approve, reject, timeouts that pause or cancel, racing decisions), retry that keeps
+ * succeeded steps, fan-out joined once, and an executor killed in the middle of a step.
+ * Steps wait at latches the test releases (lifecycle-task-types.ts).
+ */
+import assert from 'node:assert/strict';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { after, before, describe, it } from 'node:test';
+import { status as grpcStatus } from '@grpc/grpc-js';
+import type { Task, TaskEvent, TaskStatus as ApiStatus } from '@sluice/api';
+import { natsUrl, uniquePrefix } from '@sluice/bus/testing';
+import {
+  historyProblem,
+  isTaskEventType,
+  type TaskEvent as CoreEvent,
+  type TaskStatus,
+} from '@sluice/core';
+import {
+  createApiKey,
+  createTenant,
+  migrateDatabase,
+  openDatabase,
+  type DatabaseHandle,
+} from '@sluice/db';
+import { createTestDatabase, migratedTemplate, type TestDatabase } from '@sluice/db/testing';
+import { createTaskClient, type TaskClient } from '@sluice/sdk/client';
+import { startLatchServer, type LatchServer } from '../support/latch-server.js';
+import { startStack, type Stack } from '../support/stack.js';
+
+const TASK_MODULE = path.join(
+  path.dirname(fileURLToPath(import.meta.url)),
+  'lifecycle-task-types.ts',
+);
+
+let database: TestDatabase;
+let handle: DatabaseHandle;
+let latch: LatchServer;
+let stack: Stack;
+let client: TaskClient;
+
+before(async () => {
+  database = await createTestDatabase({ template: await migratedTemplate(migrateDatabase) });
+  handle = openDatabase(database.url, { max: 4 });
+  await createTenant(handle.db, { id: 'acme' });
+  const apiKey = await createApiKey(handle.db, { tenantId: 'acme' });
+  latch = await startLatchServer();
+  stack = await startStack({
+    natsUrl: natsUrl(),
+    databaseUrl: database.url,
+    prefix: uniquePrefix('lifecycle'),
+    llmBaseUrl: 'http://127.0.0.1:9/v1', // no step of these types calls an LLM
+    resources: ['tool:latch', 'llm'],
+    env: {
+      SLUICE_TASK_MODULES: TASK_MODULE,
+      SLUICE_TEST_LATCH_URL: latch.baseUrl,
+      SLUICE_EXECUTOR_SLOTS: '32',
+      SLUICE_SCHEDULER_POLL_MS: '100',
+      SLUICE_WATCH_RECHECK_MS: '300',
+      SLUICE_ACK_WAIT_MS: '2000',
+      SLUICE_HEARTBEAT_MS: '200',
+    },
+  });
+  client = createTaskClient({ address: stack.grpcAddress, apiKey });
+});
+
+after(async () => {
+  client?.close();
+  await stack?.stop();
+  await latch?.stop();
+  await handle?.close();
+  await database?.drop();
+});
+
+/** Polls the task until `predicate` holds; returns it. */
+async function waitForTask(
+  taskId: string,
+  predicate: (task: Task) => boolean,
+  what: string,
+): Promise<Task> {
+  const deadline = Date.now() + 30_000;
+  for (;;) {
+    const { task } = await client.getTask(taskId);
+    if (predicate(task)) return task;
+    if (Date.now() > deadline)
+      throw new Error(`task ${taskId} never ${what}; it is ${task.status}`);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
+
+const isStatus = (status: ApiStatus) => (task: Task) => task.status === status;
+
+/** The task's whole history from the start, checked against the transition table. */
+async function checkedHistory(taskId: string): Promise<TaskEvent[]> {
+  const events: TaskEvent[] = [];
+  const controller = new AbortController();
+  const timer = setTimeout(() => controller.abort(), 1_000);
+  try {
+    const { task } = await client.getTask(taskId);
+    const last = Number(task.last_event_seq);
+    for await (const event of client.watchTask(taskId, 0, controller.signal)) {
+      events.push(event);
+      if (Number(event.seq) >= last) break;
+    }
+  } finally {
+    clearTimeout(timer);
+  }
+  const transitions = events
+    .filter((e) => e.to_status !== 'TASK_STATUS_UNSPECIFIED')
+    .map((e) => {
+      assert.ok(isTaskEventType(e.type), e.type);
+      const data = e.data ? (JSON.parse(e.data) as Record<string, unknown>) : {};
+      const event = (
+        e.type === 'approval_timeout'
+          ? { type: e.type, onTimeout: data['on_timeout'] }
+          : { type: e.type }
+      ) as CoreEvent;
+      return {
+        event,
+        toStatus: e.to_status.slice('TASK_STATUS_'.length).toLowerCase() as TaskStatus,
+      };
+    });
+  assert.equal(
+    historyProblem(transitions),
+    undefined,
+    `history of ${taskId}: ${transitions.map((t) => t.event.type).join(' → ')}`,
+  );
+  return events;
+}
+
+async function stepRows(taskId: string) {
+  return handle.sql<
+    { seq: number; name: string; status: string; attempts: number; superseded: boolean }[]
+  >`
+    select seq, name, status, attempts, superseded from task_steps where task_id = ${taskId} order by seq`;
+}
+
+describe('pause and resume', () => {
+  it('lets the running step finish, starts nothing more, and continues on resume', async () => {
+    const { task } = await client.createTask({
+      type: 'lc-linear',
+      priority: 'PRIORITY_P1',
+      input: { label: 'pause' },
+    });
+    const id = task.task_id;
+    await latch.arrived(`${id}:one`);
+    const paused = await client.pauseTask(id);
+    assert.equal(paused.task.status, 'TASK_STATUS_RUNNING');
+    assert.equal(paused.task.pause_requested, true);
+    await assert.rejects(client.pauseTask(id), { code: grpcStatus.FAILED_PRECONDITION });
+    latch.release(`${id}:one`);
+    await waitForTask(id, isStatus('TASK_STATUS_PAUSED'), 'paused');
+    assert.equal(
+      latch.arrivals.filter((a) => a.key === `${id}:two`).length,
+      0,
+      'step two did not start',
+    );
+    const resumed = await client.resumeTask(id);
+    assert.ok(['TASK_STATUS_QUEUED', 'TASK_STATUS_RUNNING'].includes(resumed.task.status));
+    latch.release(`${id}:two`);
+    latch.release(`${id}:three`);
+    await waitForTask(id, isStatus('TASK_STATUS_SUCCEEDED'), 'succeeded');
+    const rows = await stepRows(id);
+    assert.deepEqual(
+      rows.map((r) => [r.name, r.status, r.attempts]),
+      [
+        ['one', 'succeeded', 1],
+        ['two', 'succeeded', 1],
+        ['three', 'succeeded', 1],
+      ],
+    );
+    await checkedHistory(id);
+  });
+});
+
+describe('approval', () => {
+  const approvalTask = (timeoutMs: number, onTimeout: 'pause' | 'cancel') =>
+    client.createTask({
+      type: 'lc-approval',
+      priority: 'PRIORITY_P0',
+      input: { label: 'v1', timeoutMs, onTimeout },
+    });
+
+  it('waits for a person, shows the prompt, and continues once approved', async () => {
+    const { task } = await approvalTask(600_000, 'cancel');
+    const waiting = await waitForTask(
+      task.task_id,
+      isStatus('TASK_STATUS_WAITING_APPROVAL'),
+      'waited for approval',
+    );
+    assert.equal(waiting.approval?.prompt, 'Ship v1?');
+    assert.equal(waiting.approval?.step, 'ask');
+    assert.equal(waiting.approval?.on_timeout, 'APPROVAL_TIMEOUT_ACTION_CANCEL');
+    assert.equal(waiting.can_cancel, true);
+    const approved = await client.approveTask(task.task_id, {
+      approved: true,
+      comment: 'looks good',
+    });
+    assert.notEqual(approved.task.status, 'TASK_STATUS_WAITING_APPROVAL');
+    assert.equal(approved.task.approval, null);
+    const done = await waitForTask(task.task_id, isStatus('TASK_STATUS_SUCCEEDED'), 'succeeded');
+    assert.match(done.output, /"shipped":"v1"/);
+    await checkedHistory(task.task_id);
+  });
+
+  it('gives one of two racing decisions the win', async () => {
+    const { task } = await approvalTask(600_000, 'cancel');
+    await waitForTask(
+      task.task_id,
+      isStatus('TASK_STATUS_WAITING_APPROVAL'),
+      'waited for approval',
+    );
+    const results = await Promise.allSettled([
+      client.approveTask(task.task_id, { approved: true }),
+      client.approveTask(task.task_id, { approved: false, comment: 'no' }),
+      client.approveTask(task.task_id, { approved: true }),
+    ]);
+    assert.equal(results.filter((r) => r.status === 'fulfilled').length, 1);
+    for (const r of results) {
+      if (r.status === 'rejected')
+        assert.equal((r.reason as { code?: number }).code, grpcStatus.FAILED_PRECONDITION);
+    }
+    await waitForTask(
+      task.task_id,
+      (t) => ['TASK_STATUS_SUCCEEDED', 'TASK_STATUS_CANCELLED'].includes(t.status),
+      'finished',
+    );
+    await checkedHistory(task.task_id);
+  });
+
+  it('is cancelled by a rejection, and a retry asks again', async () => {
+    const { task } = await approvalTask(600_000, 'cancel');
+    await waitForTask(
+      task.task_id,
+      isStatus('TASK_STATUS_WAITING_APPROVAL'),
+      'waited for approval',
+    );
+    const rejected = await client.approveTask(task.task_id, {
+      approved: false,
+      comment: 'not yet',
+    });
+    assert.equal(rejected.task.status, 'TASK_STATUS_CANCELLED');
+    const retried = await client.retryTask(task.task_id);
+    assert.equal(retried.task.attempt, 2);
+    const asked = await waitForTask(
+      task.task_id,
+      isStatus('TASK_STATUS_WAITING_APPROVAL'),
+      'asked again',
+    );
+    assert.equal(asked.approval?.prompt, 'Ship v1?');
+    await client.approveTask(task.task_id, { approved: true });
+    await waitForTask(task.task_id, isStatus('TASK_STATUS_SUCCEEDED'), 'succeeded');
+    const asks = (await stepRows(task.task_id)).filter((r) => r.name === 'ask');
+    assert.equal(asks.length, 1, 'the asking step is not run again');
+    await checkedHistory(task.task_id);
+  });
+
+  it('pauses at its deadline when the type says so, and a resume asks again', async () => {
+    const { task } = await approvalTask(300, 'pause');
+    const paused = await waitForTask(
+      task.task_id,
+      isStatus('TASK_STATUS_PAUSED'),
+      'paused at the deadline',
+    );
+    assert.equal(paused.approval?.prompt, 'Ship v1?', 'the approval is still pending');
+    const resumed = await client.resumeTask(task.task_id);
+    assert.equal(resumed.task.status, 'TASK_STATUS_WAITING_APPROVAL');
+    // The new deadline is 300 ms away again: approve at once, or see it pause again.
+    const decided = await client
+      .approveTask(task.task_id, { approved: true })
+      .catch((error: unknown) => error);
+    if (decided instanceof Error) {
+      await waitForTask(task.task_id, isStatus('TASK_STATUS_PAUSED'), 'paused again');
+    } else {
+      await waitForTask(task.task_id, isStatus('TASK_STATUS_SUCCEEDED'), 'succeeded');
+    }
+    await checkedHistory(task.task_id);
+  });
+
+  it('is cancelled at its deadline when the type says so', async () => {
+    const { task } = await approvalTask(200, 'cancel');
+    const cancelled = await waitForTask(
+      task.task_id,
+      isStatus('TASK_STATUS_CANCELLED'),
+      'cancelled at the deadline',
+    );
+    assert.equal(cancelled.error?.error_class, 'ERROR_CLASS_APPROVAL_TIMEOUT');
+    await checkedHistory(task.task_id);
+  });
+});
+
+describe('retry', () => {
+  it('runs the failed step again and never the succeeded ones', async () => {
+    const { task } = await client.createTask({
+      type: 'lc-linear',
+      priority: 'PRIORITY_P2',
+      input: { label: 'retry' },
+    });
+    const id = task.task_id;
+    latch.release(`${id}:one`);
+    latch.fail(`${id}:two`);
+    const failed = await waitForTask(id, isStatus('TASK_STATUS_FAILED_TERMINAL'), 'failed');
+    assert.ok(failed.error);
+    await assert.rejects(client.pauseTask(id), { code: grpcStatus.FAILED_PRECONDITION });
+    // Let the second attempt of step two through, then retry.
+    const keyOfFirstTry = (await latch.arrived(`${id}:two`))[0]?.idempotencyKey;
+    latch.release(`${id}:two`);
+    latch.release(`${id}:three`);
+    const retried = await client.retryTask(id);
+    assert.equal(retried.task.status, 'TASK_STATUS_QUEUED');
+    assert.equal(retried.task.attempt, 2);
+    assert.equal(retried.task.error, null);
+    await waitForTask(id, isStatus('TASK_STATUS_SUCCEEDED'), 'succeeded');
+    assert.equal(
+      latch.arrivals.filter((a) => a.key === `${id}:one`).length,
+      1,
+      'step one ran once',
+    );
+    const twos = await latch.arrived(`${id}:two`, 2);
+    assert.equal(
+      twos[1]?.idempotencyKey,
+      keyOfFirstTry,
+      'the retried step keeps its idempotency key',
+    );
+    const rows = await stepRows(id);
+    assert.deepEqual(
+      rows.map((r) => [r.name, r.status, r.superseded]),
+      [
+        ['one', 'succeeded', false],
+        ['two', 'failed', true],
+        ['two', 'succeeded', false],
+        ['three', 'succeeded', false],
+      ],
+    );
+    await checkedHistory(id);
+  });
+});
+
+describe('fan-out', () => {
+  it('joins 20 branches once, with every output in branch order', async () => {
+    const { task } = await client.createTask({
+      type: 'lc-fan',
+      priority: 'PRIORITY_P1',
+      input: { count: 20, latched: false },
+    });
+    const done = await waitForTask(task.task_id, isStatus('TASK_STATUS_SUCCEEDED'), 'succeeded');
+    const output = JSON.parse(done.output) as { joined: { outputs: Array<{ index: number }> } };
+    assert.deepEqual(
+      output.joined.outputs.map((o) => o.index),
+      Array.from({ length: 20 }, (_, i) => i),
+    );
+    const rows = await stepRows(task.task_id);
+    assert.equal(rows.filter((r) => r.name === 'gather').length, 1, 'one join');
+    assert.equal(rows.filter((r) => r.name === 'leaf').length, 20);
+    await checkedHistory(task.task_id);
+  });
+});
+
+describe('an executor killed in the middle of a step', () => {
+  it('re-runs only that step, with the same idempotency key, and the task finishes', async () => {
+    const { task } = await client.createTask({
+      type: 'lc-linear',
+      priority: 'PRIORITY_P0',
+      input: { label: 'kill' },
+    });
+    const id = task.task_id;
+    latch.release(`${id}:one`);
+    const [first] = await latch.arrived(`${id}:two`);
+    const executor = stack.executors.get('tool:latch');
+    assert.ok(executor);
+    executor.kill('SIGKILL');
+    await executor.exited;
+    await stack.startExecutor('tool:latch');
+    const attempts = await latch.arrived(`${id}:two`, 2, 60_000);
+    assert.equal(attempts[1]?.idempotencyKey, first?.idempotencyKey, 'same key on both attempts');
+    latch.release(`${id}:two`);
+    latch.release(`${id}:three`);
+    await waitForTask(id, isStatus('TASK_STATUS_SUCCEEDED'), 'succeeded');
+    assert.equal(
+      latch.arrivals.filter((a) => a.key === `${id}:one`).length,
+      1,
+      'step one ran once',
+    );
+    const rows = await stepRows(id);
+    assert.deepEqual(
+      rows.map((r) => [r.name, r.status]),
+      [
+        ['one', 'succeeded'],
+        ['two', 'succeeded'],
+        ['three', 'succeeded'],
+      ],
+    );
+    assert.equal(rows[0]?.attempts, 1);
+    assert.equal(rows[1]?.attempts, 2);
+    await checkedHistory(id);
+  });
+});
