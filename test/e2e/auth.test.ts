@@ -68,6 +68,10 @@ const RPCS: readonly [method: string, request: () => object][] = [
   ['WatchTask', () => ({ task_id: acmeTask.task_id, after_seq: '0' })],
   ['ListTasks', () => ({})],
   ['CancelTask', () => ({ task_id: acmeTask.task_id, reason: 'by an intruder' })],
+  ['ApproveTask', () => ({ task_id: acmeTask.task_id, approved: true, comment: 'intruder' })],
+  ['PauseTask', () => ({ task_id: acmeTask.task_id })],
+  ['ResumeTask', () => ({ task_id: acmeTask.task_id })],
+  ['RetryTask', () => ({ task_id: acmeTask.task_id })],
 ];
 
 /** Credentials that must not authenticate, as the metadata they are sent in. */
@@ -174,7 +178,7 @@ describe('the same requests with a valid key succeed', () => {
 });
 
 describe('another tenant’s task is NOT_FOUND', () => {
-  it('to GetTask, WatchTask and CancelTask, and changes nothing', async () => {
+  it('to every method that names a task, and changes nothing', async () => {
     await fx.expectNoEffect(async () => {
       await expectStatus(globex.getTask(acmeTask.task_id), status.NOT_FOUND);
       await expectStatus(
@@ -182,6 +186,19 @@ describe('another tenant’s task is NOT_FOUND', () => {
         status.NOT_FOUND,
       );
       await expectStatus(globex.cancelTask(acmeTask.task_id, 'not mine'), status.NOT_FOUND);
+      // Even where the table would refuse the request (a queued task cannot be approved, resumed
+      // or retried), another tenant learns nothing: NOT_FOUND, as for a missing id.
+      await expectStatus(
+        globex.approveTask(acmeTask.task_id, { approved: true }),
+        status.NOT_FOUND,
+      );
+      await expectStatus(
+        globex.approveTask(acmeTask.task_id, { approved: false }),
+        status.NOT_FOUND,
+      );
+      await expectStatus(globex.pauseTask(acmeTask.task_id), status.NOT_FOUND);
+      await expectStatus(globex.resumeTask(acmeTask.task_id), status.NOT_FOUND);
+      await expectStatus(globex.retryTask(acmeTask.task_id), status.NOT_FOUND);
     });
     const { task } = await acme.getTask(acmeTask.task_id);
     assert.equal(task.status, 'TASK_STATUS_QUEUED');

@@ -9,7 +9,10 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { after, before, describe, it } from 'node:test';
 import { status as grpcStatus } from '@grpc/grpc-js';
-import type { Task, TaskEvent, TaskStatus as ApiStatus } from '@sluice/api';
+import { toTimestamp, type Task, type TaskEvent, type TaskStatus as ApiStatus } from '@sluice/api';
+import { createBusCatalog, decodeMessageOf } from '@sluice/bus';
+import { AckPolicy, DeliverPolicy, jetstream, jetstreamManager } from '@nats-io/jetstream';
+import { connect, nanos } from '@nats-io/transport-node';
 import { natsUrl, uniquePrefix } from '@sluice/bus/testing';
 import {
   historyProblem,
@@ -27,6 +30,7 @@ import {
 import { createTestDatabase, migratedTemplate, type TestDatabase } from '@sluice/db/testing';
 import { createTaskClient, type TaskClient } from '@sluice/sdk/client';
 import { startLatchServer, type LatchServer } from '../support/latch-server.js';
+import type { ServiceProcess } from '../support/service-process.js';
 import { startStack, type Stack } from '../support/stack.js';
 
 const TASK_MODULE = path.join(
@@ -39,6 +43,9 @@ let handle: DatabaseHandle;
 let latch: LatchServer;
 let stack: Stack;
 let client: TaskClient;
+let prefix: string;
+/** The executor of `tool:latch` now running (tests kill and replace it). */
+let latchExecutor: ServiceProcess | undefined;
 
 before(async () => {
   database = await createTestDatabase({ template: await migratedTemplate(migrateDatabase) });
@@ -46,10 +53,11 @@ before(async () => {
   await createTenant(handle.db, { id: 'acme' });
   const apiKey = await createApiKey(handle.db, { tenantId: 'acme' });
   latch = await startLatchServer();
+  prefix = uniquePrefix('lifecycle');
   stack = await startStack({
     natsUrl: natsUrl(),
     databaseUrl: database.url,
-    prefix: uniquePrefix('lifecycle'),
+    prefix,
     llmBaseUrl: 'http://127.0.0.1:9/v1', // no step of these types calls an LLM
     resources: ['tool:latch', 'llm'],
     env: {
@@ -63,6 +71,7 @@ before(async () => {
     },
   });
   client = createTaskClient({ address: stack.grpcAddress, apiKey });
+  latchExecutor = stack.executors.get('tool:latch');
 });
 
 after(async () => {
@@ -367,11 +376,7 @@ describe('an executor killed in the middle of a step', () => {
     const id = task.task_id;
     latch.release(`${id}:one`);
     const [first] = await latch.arrived(`${id}:two`);
-    const executor = stack.executors.get('tool:latch');
-    assert.ok(executor);
-    executor.kill('SIGKILL');
-    await executor.exited;
-    await stack.startExecutor('tool:latch');
+    await replaceLatchExecutor();
     const attempts = await latch.arrived(`${id}:two`, 2, 60_000);
     assert.equal(attempts[1]?.idempotencyKey, first?.idempotencyKey, 'same key on both attempts');
     latch.release(`${id}:two`);
@@ -396,3 +401,117 @@ describe('an executor killed in the middle of a step', () => {
     await checkedHistory(id);
   });
 });
+
+/** SIGKILLs the `tool:latch` executor (no clean stop) and starts another one. */
+async function replaceLatchExecutor(): Promise<void> {
+  assert.ok(latchExecutor, 'a tool:latch executor runs');
+  latchExecutor.kill('SIGKILL');
+  await latchExecutor.exited;
+  latchExecutor = await stack.startExecutor('tool:latch');
+}
+
+describe('a fan-out whose executor is killed', () => {
+  it('still joins once with all 20 outputs', async () => {
+    const { task } = await client.createTask({
+      type: 'lc-fan',
+      priority: 'PRIORITY_P1',
+      input: { count: 20, latched: true },
+    });
+    const id = task.task_id;
+    const running = await waitForTask(id, (t) => /leaf/.test(t.current_step), 'fanned out');
+    assert.equal(running.current_step, 'leaf ×20');
+    await latch.arrived(`${id}:leaf0`);
+    await replaceLatchExecutor();
+    for (let index = 0; index < 20; index++) latch.release(`${id}:leaf${index}`);
+    const done = await waitForTask(id, isStatus('TASK_STATUS_SUCCEEDED'), 'succeeded');
+    const output = JSON.parse(done.output) as { joined: { outputs: Array<{ index: number }> } };
+    assert.deepEqual(
+      output.joined.outputs.map((o) => o.index),
+      Array.from({ length: 20 }, (_, i) => i),
+    );
+    const rows = await stepRows(id);
+    assert.equal(rows.filter((r) => r.name === 'gather').length, 1, 'one join');
+    assert.equal(rows.filter((r) => r.name === 'leaf' && r.status === 'succeeded').length, 20);
+    await checkedHistory(id);
+  });
+});
+
+describe('watching', () => {
+  it('a reconnecting watcher sees every event once, in order, as a NATS subscriber does', async () => {
+    const { task } = await client.createTask({
+      type: 'lc-linear',
+      priority: 'PRIORITY_P2',
+      input: { label: 'watch' },
+    });
+    const id = task.task_id;
+    const seen: TaskEvent[] = [];
+    // First connection: follow until step one runs, then drop it.
+    const first = new AbortController();
+    await latch.arrived(`${id}:one`);
+    for await (const event of client.watchTask(id, 0, first.signal)) {
+      seen.push(event);
+      if (event.type === 'start') first.abort();
+    }
+    latch.release(`${id}:one`);
+    latch.release(`${id}:two`);
+    await waitForTask(id, (t) => /three/.test(t.current_step), 'reached step three');
+    // Reconnect from the last sequence seen; events recorded meanwhile are replayed.
+    const last = Number(seen.at(-1)?.seq ?? 0);
+    const rest = client.watchTask(id, last);
+    latch.release(`${id}:three`);
+    for await (const event of rest) seen.push(event);
+    const seqs = seen.map((e) => Number(e.seq));
+    assert.deepEqual(
+      seqs,
+      Array.from({ length: seqs.length }, (_, i) => i + 1),
+      'each once, in order',
+    );
+    assert.equal(seen.at(-1)?.to_status, 'TASK_STATUS_SUCCEEDED');
+    assert.deepEqual(await natsEventSeqs(id, seqs.length), seqs, 'NATS subscribers see the same');
+  });
+
+  it('lists tasks by priority and creation time', async () => {
+    const since = new Date();
+    const { task } = await client.createTask({
+      type: 'lc-fan',
+      priority: 'PRIORITY_P3',
+      input: { count: 1, latched: false },
+    });
+    const p3 = await client.listTasks({ priority: 'PRIORITY_P3' });
+    assert.ok(p3.tasks.length >= 1);
+    assert.ok(p3.tasks.every((t) => t.priority === 'PRIORITY_P3'));
+    const recent = await client.listTasks({ created_after: toTimestamp(since) });
+    assert.deepEqual(
+      recent.tasks.map((t) => t.task_id),
+      [task.task_id],
+    );
+    const none = await client.listTasks({ created_before: toTimestamp(new Date(0)) });
+    assert.deepEqual(none.tasks, []);
+  });
+});
+
+/** The sequences of a task's events in the events stream, read by a consumer made afterwards. */
+async function natsEventSeqs(taskId: string, expected: number): Promise<number[]> {
+  const nc = await connect({ servers: natsUrl() });
+  try {
+    const catalog = createBusCatalog(prefix);
+    const { name } = await (
+      await jetstreamManager(nc)
+    ).consumers.add(catalog.streams.events, {
+      filter_subject: catalog.subjects.events('acme', taskId),
+      ack_policy: AckPolicy.None,
+      deliver_policy: DeliverPolicy.All,
+      inactive_threshold: nanos(60_000),
+    });
+    const consumer = await jetstream(nc).consumers.get(catalog.streams.events, name);
+    const seqs: number[] = [];
+    const deadline = Date.now() + 30_000;
+    while (seqs.length < expected && Date.now() < deadline) {
+      const message = await consumer.next({ expires: 2_000 });
+      if (message) seqs.push(decodeMessageOf('task.event', message.subject, message.data).seq);
+    }
+    return seqs;
+  } finally {
+    await nc.close();
+  }
+}
