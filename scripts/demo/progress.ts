@@ -3,7 +3,7 @@
  * per task event as the events arrive from `WatchTask`.
  */
 import type { Priority, TaskEvent, TaskStatus } from '@sluice/api';
-import { paint, type Style } from '../lib/terminal.js';
+import { paint, shorten, type Style } from '../lib/terminal.js';
 
 /** The first 8 hex digits of a task id: unique enough to tell a demo's tasks apart. */
 export function shortId(taskId: string): string {
@@ -47,7 +47,9 @@ export function elapsed(since: number): string {
   return `+${((performance.now() - since) / 1000).toFixed(3)}s`;
 }
 
-const COLUMNS = { time: 8, task: 8, priority: 3, event: 16, status: 16 } as const;
+const COLUMNS = { time: 8, task: 8, priority: 3, event: 16, status: 16, step: 12 } as const;
+/** Longest details text of an event line. */
+const DETAILS_WIDTH = 72;
 
 /** The header of the event lines. */
 export function eventHeader(): string {
@@ -59,14 +61,16 @@ export function eventHeader(): string {
       'pri'.padEnd(COLUMNS.priority),
       'event'.padEnd(COLUMNS.event),
       'status'.padEnd(COLUMNS.status),
-      'step',
+      'step'.padEnd(COLUMNS.step),
+      'details',
     ].join('  '),
   );
 }
 
 /**
  * One line for one event of a task: when (since `since`), which task, its priority, what
- * happened, the status it led to (blank for events that change no status) and the step concerned.
+ * happened, the status it led to (blank for events that change no status), the step concerned and
+ * the details of the event's data (see {@link eventDetails}).
  */
 export function eventLine(since: number, priority: Priority, event: TaskEvent): string {
   const status = statusText(event.to_status);
@@ -78,8 +82,62 @@ export function eventLine(since: number, priority: Priority, event: TaskEvent): 
     priorityText(priority).padEnd(COLUMNS.priority),
     event.type.padEnd(COLUMNS.event),
     style ? paint(style, paddedStatus) : paddedStatus,
-    event.step || '-',
-  ].join('  ');
+    (event.step || '-').padEnd(COLUMNS.step),
+    paint('dim', shorten(eventDetails(event.data), DETAILS_WIDTH)),
+  ]
+    .join('  ')
+    .trimEnd();
+}
+
+/** `fetchPage ×3` for three steps of one name, `a, b` for different ones. */
+export function stepGroupText(names: readonly string[]): string {
+  const distinct = [...new Set(names)];
+  return distinct.length === 1 && names.length > 1
+    ? `${distinct[0]} ×${names.length}`
+    : distinct.join(', ');
+}
+
+/**
+ * What an event's `data` (JSON text) adds for people, on one line: a step's progress, the steps
+ * started next (a fan-out as `→ fetchPage ×3`), the branch of a fan-out that finished and the join
+ * it started, the approval asked for, the comment or reason given, the error. `''` when nothing.
+ */
+export function eventDetails(data: string): string {
+  if (data === '') return '';
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(data);
+  } catch {
+    return data;
+  }
+  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) return '';
+  const record = parsed as Record<string, unknown>;
+  const text = (key: string) => {
+    const value = record[key];
+    return typeof value === 'string' ? value : '';
+  };
+  const details: string[] = [];
+  const progress = record['progress'];
+  if (typeof progress === 'number') {
+    details.push([`${Math.round(progress * 100)}%`, text('message')].filter(Boolean).join(' '));
+  }
+  const next = record['next'];
+  if (Array.isArray(next) && next.length > 0) {
+    const names = next.filter((name): name is string => typeof name === 'string');
+    details.push(`→ ${stepGroupText(names)}${names.length > 1 ? ' in parallel' : ''}`);
+  }
+  const branch = record['branch'];
+  if (typeof branch === 'number') {
+    details.push(`branch ${branch + 1} done${text('join') ? `, all done → ${text('join')}` : ''}`);
+  }
+  // The prompt's first line is its question; the rest (the outline) is for `sluice get`.
+  if (text('prompt')) details.push(`asks "${text('prompt').split('\n')[0] ?? ''}"`);
+  if (text('comment')) details.push(`comment "${text('comment')}"`);
+  if (text('reason')) details.push(`reason "${text('reason')}"`);
+  const errorClass = text('error_class');
+  if (errorClass) details.push(`${errorClass}: ${text('message')}`);
+  if (text('error')) details.push(text('error'));
+  return details.join(' · ');
 }
 
 /**

@@ -2,7 +2,7 @@
  * Running the demo batch: submit the tasks one after the other, follow each task's events through
  * `WatchTask` from the moment it exists, and read every task's final state.
  */
-import type { Task } from '@sluice/api';
+import type { Priority, Task, TaskEvent } from '@sluice/api';
 import type { TaskClient } from '@sluice/sdk/client';
 import type { DemoTask } from './batch.js';
 import { eventHeader, eventLine, shortId } from './progress.js';
@@ -52,9 +52,11 @@ export async function runBatch(options: BatchOptions): Promise<BatchOutcome> {
     const task = await submit(client, spec, options.urlOf(spec.sourcePath), since, say);
     submitted.push(task);
     follows.push(
-      follow(client, task, since, stop, say).catch((error: unknown) => {
-        problems.push(`watching ${shortId(task.taskId)}: ${String(error)}`);
-      }),
+      followTask({ client, taskId: task.taskId, priority: spec.priority, since, stop, say }).catch(
+        (error: unknown) => {
+          problems.push(`watching ${shortId(task.taskId)}: ${String(error)}`);
+        },
+      ),
     );
   }
   await Promise.all(follows);
@@ -62,35 +64,61 @@ export async function runBatch(options: BatchOptions): Promise<BatchOutcome> {
   if (stop.aborted && !options.signal.aborted) {
     problems.push(`the batch did not finish within ${options.deadlineMs / 1000}s`);
   }
-  const results = await Promise.all(
-    submitted.map(async (s) => ({
-      submitted: s,
-      task: await client.getTask(s.taskId).then(
-        (response) => response.task,
-        (error: unknown) => {
-          problems.push(`reading ${shortId(s.taskId)}: ${String(error)}`);
-          return undefined;
-        },
-      ),
-    })),
+  const tasks = await readTasks(
+    client,
+    submitted.map((s) => s.taskId),
+    problems,
   );
+  const results = submitted.map((s, i) => ({ submitted: s, task: tasks[i] }));
   return { results, problems };
 }
 
+/** What {@link followTask} needs. */
+export interface FollowOptions {
+  readonly client: TaskClient;
+  readonly taskId: string;
+  /** The task's priority, shown on each line. */
+  readonly priority: Priority;
+  /** The demo's start time (a `performance.now()` value). */
+  readonly since: number;
+  readonly stop: AbortSignal;
+  readonly say: Say;
+  /** Called with each event after its line is printed; the next event waits for it. */
+  readonly onEvent?: (event: TaskEvent) => Promise<void>;
+}
+
 /** Prints a task's events as they arrive, until it reaches a final state or `stop` aborts. */
-async function follow(
-  client: TaskClient,
-  submitted: Submitted,
-  since: number,
-  stop: AbortSignal,
-  say: Say,
-): Promise<void> {
+export async function followTask(options: FollowOptions): Promise<void> {
+  const { stop } = options;
   try {
-    for await (const event of client.watchTask(submitted.taskId, 0, stop)) {
-      say(eventLine(since, submitted.spec.priority, event));
+    for await (const event of options.client.watchTask(options.taskId, 0, stop)) {
+      options.say(eventLine(options.since, options.priority, event));
+      await options.onEvent?.(event);
     }
   } catch (error) {
     // Aborting cancels the stream, which then ends with an error: expected, unless not aborted.
     if (!stop.aborted) throw error;
   }
+}
+
+/**
+ * Every task's state as it is now, in the order of `taskIds`; `undefined` for a task that could
+ * not be read, with the reason added to `problems`.
+ */
+export async function readTasks(
+  client: TaskClient,
+  taskIds: readonly string[],
+  problems: string[],
+): Promise<(Task | undefined)[]> {
+  return Promise.all(
+    taskIds.map((taskId) =>
+      client.getTask(taskId).then(
+        (response) => response.task,
+        (error: unknown) => {
+          problems.push(`reading ${shortId(taskId)}: ${String(error)}`);
+          return undefined;
+        },
+      ),
+    ),
+  );
 }

@@ -287,6 +287,26 @@ describe('approval', () => {
     await checkedHistory(task.task_id);
   });
 
+  it('times out once even when the scheduler is killed before the deadline', async () => {
+    const { task } = await approvalTask(2_500, 'pause');
+    await waitForTask(
+      task.task_id,
+      isStatus('TASK_STATUS_WAITING_APPROVAL'),
+      'waited for approval',
+    );
+    stack.scheduler.kill('SIGKILL');
+    await stack.scheduler.exited;
+    await stack.startScheduler();
+    await waitForTask(task.task_id, isStatus('TASK_STATUS_PAUSED'), 'paused at the deadline');
+    const events = await checkedHistory(task.task_id);
+    assert.equal(events.filter((e) => e.type === 'approval_timeout').length, 1, 'fired once');
+    const [row] = await handle.sql<{ open: number; done: number }[]>`
+      select count(*) filter (where done_at is null)::int as open,
+             count(*) filter (where done_at is not null)::int as done
+      from task_timers where task_id = ${task.task_id}`;
+    assert.deepEqual({ ...row }, { open: 0, done: 1 });
+  });
+
   it('is cancelled at its deadline when the type says so', async () => {
     const { task } = await approvalTask(200, 'cancel');
     const cancelled = await waitForTask(
@@ -296,6 +316,34 @@ describe('approval', () => {
     );
     assert.equal(cancelled.error?.error_class, 'ERROR_CLASS_APPROVAL_TIMEOUT');
     await checkedHistory(task.task_id);
+  });
+});
+
+describe('cancel racing completion', () => {
+  it('has one winner and a valid history', async () => {
+    const { task } = await client.createTask({
+      type: 'lc-linear',
+      priority: 'PRIORITY_P1',
+      input: { label: 'race' },
+    });
+    const id = task.task_id;
+    latch.release(`${id}:one`);
+    latch.release(`${id}:two`);
+    await latch.arrived(`${id}:three`);
+    const [cancel] = await Promise.allSettled([
+      client.cancelTask(id, 'race'),
+      Promise.resolve(latch.release(`${id}:three`)),
+    ]);
+    const final = await waitForTask(
+      id,
+      (t) => t.status === 'TASK_STATUS_SUCCEEDED' || t.status === 'TASK_STATUS_CANCELLED',
+      'finished',
+    );
+    if (cancel.status === 'rejected') {
+      assert.equal((cancel.reason as { code?: number }).code, grpcStatus.FAILED_PRECONDITION);
+      assert.equal(final.status, 'TASK_STATUS_SUCCEEDED');
+    }
+    await checkedHistory(id);
   });
 });
 

@@ -37,6 +37,8 @@ export interface Stack {
    * is stopped with the stack.
    */
   startExecutor(resource: string): Promise<ServiceProcess>;
+  /** Starts another scheduler (e.g. after killing one) and waits until it runs. */
+  startScheduler(): Promise<ServiceProcess>;
   /**
    * Stops every process (SIGTERM) and deletes the prefix's streams and buckets; resolves with the
    * exit codes by name.
@@ -107,6 +109,12 @@ export async function startStack(options: StackOptions): Promise<Stack> {
       governor,
       executors,
       all,
+      async startScheduler() {
+        const extra = start(`scheduler-${all.length}`, 'scheduler');
+        all.push(extra);
+        await extra.waitForMessage('scheduler started', 60_000);
+        return extra;
+      },
       async startExecutor(resource) {
         const extra = startExecutorProcess(resource, `executor-${resource}-${all.length}`);
         all.push(extra);

@@ -13,6 +13,7 @@ import { createApiKey, createTenant, findKeyOwner } from './queries/tenants.js';
 import { registerTaskType, type TaskTypeManifest } from './queries/task-types.js';
 import { createTask, listTaskEvents, type TaskRecord } from './queries/tasks.js';
 import { claimReadySteps } from './queries/steps.js';
+import { ADMISSION_RATE_WINDOW_MS, estimateWaitMs, queueStanding } from './queries/queue.js';
 import { createTestDatabase, migratedTemplate, type TestDatabase } from './testing/index.js';
 
 const manifest: TaskTypeManifest = {
@@ -233,5 +234,39 @@ describe('claimReadySteps', () => {
       'the least urgent are left for last',
     );
     assert.ok(claimed.every((c) => c.dispatch === 1));
+  });
+});
+
+describe('queueStanding', () => {
+  it('counts the ready steps ahead and the recent admissions of the priority', async () => {
+    await handle.sql`update task_steps set status = 'cancelled' where status = 'ready'`;
+    const make = (priority: 0 | 1 | 2 | 3) =>
+      createTask(handle.db, {
+        tenantId: 'acme',
+        taskType: manifest,
+        priority,
+        input: { p: priority },
+      });
+    const urgent = await make(0);
+    const older = await make(2);
+    const mine = await make(2);
+    await make(3);
+    const before = await queueStanding(handle.db, mine.task.id);
+    assert.equal(before?.ahead, 2, 'the P0 step and the older P2 step are ahead');
+    const admittedBefore = before?.admittedRecently ?? 0; // earlier tests admitted P2 steps too
+    assert.equal(estimateWaitMs({ ahead: 2, admittedRecently: 0 }), undefined, 'no rate, no guess');
+    // Admit the two ahead: they leave the queue and count as recent admissions (one of P2).
+    await handle.db.transaction((tx) => claimReadySteps(tx, 2));
+    const standing = await queueStanding(handle.db, mine.task.id);
+    assert.deepEqual(standing, { ahead: 0, admittedRecently: admittedBefore + 1 });
+    // One P2 admission in the five-minute window: the next in line waits about five minutes.
+    assert.equal(estimateWaitMs({ ahead: 0, admittedRecently: 1 }), ADMISSION_RATE_WINDOW_MS);
+    assert.equal(estimateWaitMs({ ahead: 9, admittedRecently: 10 }), ADMISSION_RATE_WINDOW_MS);
+    assert.equal(
+      await queueStanding(handle.db, urgent.task.id),
+      undefined,
+      'dispatched: not queued',
+    );
+    assert.ok(older.created);
   });
 });
