@@ -1,8 +1,11 @@
 /**
  * `npm run demo` (through scripts/demo.mjs, which prepares NATS and Postgres and sets NATS_URL and
- * DATABASE_URL): starts a fake LLM and a fake web site on loopback and the four services as child
- * processes, creates a fresh tenant, sends one bad request and a mixed batch of `research-brief`
- * tasks, prints every task event as it arrives, then a summary, and stops everything.
+ * DATABASE_URL): starts a fake LLM and a fake web site on loopback and the services as child
+ * processes (an executor for each resource the built-in task types use), creates a fresh tenant,
+ * sends one bad request and a mixed batch of `research-brief` tasks, then one task of each other
+ * sample type — a research report whose approval is answered with the `sluice` CLI binary, a
+ * document ingestion batch and an agent loop — prints every task event as it arrives, then what
+ * each task produced, and stops everything.
  *
  * It uses the configured database (`sluice` by default) and the default `sluice` prefix
  * (SLUICE_PREFIX overrides it), like `npm start`. Runs stay apart because each has its own tenant
@@ -27,7 +30,7 @@ import {
 import { COMMON_ENV, ConfigError, intVar, loadEnvConfig, type EnvConfig } from '@sluice/runtime';
 import { createTaskClient } from '@sluice/sdk/client';
 import { startFakeLlmServer } from '../../test/support/fake-llm-server.js';
-import { startFakeWebServer } from '../../test/support/fake-web-server.js';
+import { DEFAULT_PAGES, startFakeWebServer } from '../../test/support/fake-web-server.js';
 import { startStack, type Stack } from '../../test/support/stack.js';
 import { demoBatch } from './batch.js';
 import { showBadRequest } from './bad-request.js';
@@ -35,12 +38,20 @@ import { cancelUnfinished } from './leftovers.js';
 import { DEMO_APPLICATION_NAME, otherServicesConnected, otherStackProblem } from './preflight.js';
 import { shortId } from './progress.js';
 import { runBatch, type BatchResult } from './run-batch.js';
+import { runSamples, type SampleResult } from './run-samples.js';
+import { sampleReport, type SampleSummary } from './sample-report.js';
+import { SAMPLE_PAGES, sampleTasks } from './samples.js';
 import { finalProblem } from './scenario.js';
+import { SLUICE_BIN } from './sluice-cli.js';
 import { summaryTable, type StepSummary, type TaskSummary } from './summary.js';
+import { ingestedRowsOf, stepsOf } from './task-records.js';
+import { resourcesOfTaskModules } from '../start/resources.js';
 import { paint, redactUrl } from '../lib/terminal.js';
 
 /** Longest the batch may take from the first submission to the last final state. */
 const BATCH_DEADLINE_MS = 60_000;
+/** Longest the sample tasks may take from the first submission to the last final state. */
+const SAMPLES_DEADLINE_MS = 60_000;
 /** Steps each executor runs at once: few, so that tasks queue and the priorities show. */
 const DEMO_SLOTS = 2;
 /** Simulated thinking time of the fake LLM, so that queued and running tasks can be seen. */
@@ -101,7 +112,7 @@ async function runDemo(env: EnvConfig<typeof DEMO_ENV>): Promise<number> {
     const llmKey = `sk-demo-${randomBytes(8).toString('hex')}`;
     const llm = await startFakeLlmServer({ apiKey: llmKey, latencyMs: LLM_LATENCY_MS });
     cleanups.push(() => llm.stop());
-    const web = await startFakeWebServer();
+    const web = await startFakeWebServer({ pages: { ...DEFAULT_PAGES, ...SAMPLE_PAGES } });
     cleanups.push(() => web.stop());
     say(`LLM ${llm.baseUrl} (answers after ${LLM_LATENCY_MS} ms) · web ${web.baseUrl}`);
 
@@ -110,9 +121,12 @@ async function runDemo(env: EnvConfig<typeof DEMO_ENV>): Promise<number> {
     const apiKey = await createApiKey(db.db, { tenantId });
     say(`created, with a new API key ${apiKey.slice(0, 10)}… (Postgres keeps only its hash)`);
 
-    heading('starting gateway, scheduler, governor and executors for llm and tool:http');
+    // The services load the built-in task types (their environment names no others).
+    const resources = await resourcesOfTaskModules(undefined);
+    heading(`starting gateway, scheduler, governor and executors for ${resources.join(', ')}`);
     const stackStart = performance.now();
     stack = await startStack({
+      resources,
       natsUrl: env.NATS_URL,
       databaseUrl: env.DATABASE_URL,
       prefix: env.SLUICE_PREFIX,
@@ -139,7 +153,7 @@ async function runDemo(env: EnvConfig<typeof DEMO_ENV>): Promise<number> {
     }
     if (!cutShort.aborted) {
       heading(
-        `a batch of research-brief tasks, least urgent first, ${DEMO_SLOTS} slots per executor`,
+        `1. a batch of research-brief tasks, least urgent first, ${DEMO_SLOTS} slots per executor`,
       );
       const batchStart = performance.now();
       const outcome = await runBatch({
@@ -154,13 +168,47 @@ async function runDemo(env: EnvConfig<typeof DEMO_ENV>): Promise<number> {
       problems.push(...outcome.problems);
 
       if (!interrupt.signal.aborted) {
-        heading('summary');
+        heading('summary of the batch');
         const rows = summarize(outcome.results, await stepsOf(db, tenantId));
         for (const row of rows) {
           if (row.problem)
             problems.push(`${shortId(row.task.task_id)} ${row.label}: ${row.problem}`);
         }
         say(summaryTable(rows, process.stdout.columns || UNBOUNDED_WIDTH));
+      }
+    }
+    if (!cutShort.aborted) {
+      heading(
+        '2. the other sample task types, together: a research report, an ingestion, an agent',
+      );
+      say(
+        [
+          'The report waits for a person. The demo answers as one would, with the sluice CLI: the',
+          `real binary (node ${SLUICE_BIN}) with SLUICE_ADDRESS=${stack.grpcAddress} and the`,
+          "tenant's SLUICE_API_KEY in its environment. Meanwhile the other two keep running.",
+          '',
+        ].join('\n'),
+      );
+      const samplesStart = performance.now();
+      const outcome = await runSamples({
+        client,
+        samples: sampleTasks((path) => web.url(path)),
+        cli: { address: stack.grpcAddress, apiKey },
+        say,
+        signal: cutShort,
+        deadlineMs: SAMPLES_DEADLINE_MS,
+      });
+      say(`\nsample tasks done in ${seconds(samplesStart)}`);
+      problems.push(...outcome.problems);
+
+      if (!interrupt.signal.aborted) {
+        heading('what the sample tasks produced');
+        const report = sampleReport(
+          await sampleSummaries(db, tenantId, outcome.results),
+          process.stdout.columns || UNBOUNDED_WIDTH,
+        );
+        for (const line of report.lines) say(line);
+        problems.push(...report.problems);
       }
     }
   } catch (error) {
@@ -262,20 +310,29 @@ function summarize(
   });
 }
 
-/** The step rows of the tenant's tasks, by task id, in step order. */
-async function stepsOf(
+/** The sample tasks that could be read, with their steps and rows in Postgres. */
+async function sampleSummaries(
   database: DatabaseHandle,
   tenant: string,
-): Promise<Map<string, StepSummary[]>> {
-  const rows = await database.sql<{ task_id: string; name: string; status: string }[]>`
-    select task_id, name, status from task_steps where tenant_id = ${tenant} order by task_id, seq`;
-  const byTask = new Map<string, StepSummary[]>();
-  for (const { task_id: taskId, name, status } of rows) {
-    const steps = byTask.get(taskId) ?? [];
-    steps.push({ name, status });
-    byTask.set(taskId, steps);
-  }
-  return byTask;
+  results: readonly SampleResult[],
+): Promise<SampleSummary[]> {
+  const steps = await stepsOf(database, tenant);
+  const rows = await ingestedRowsOf(
+    database,
+    results.map((r) => r.taskId),
+  );
+  return results.flatMap(({ sample, taskId, task }): SampleSummary[] =>
+    task === undefined
+      ? []
+      : [
+          {
+            sample,
+            task,
+            steps: steps.get(taskId) ?? [],
+            facts: { storedRows: rows.get(taskId) ?? 0 },
+          },
+        ],
+  );
 }
 
 /** The demo's configuration; a bad value ends the process with one line and exit code 2. */

@@ -42,12 +42,14 @@ export function statusStyle(status: TaskStatus): Style | undefined {
   }
 }
 
-/** Seconds since `since` (a `performance.now()` value), as `+1.234s`. */
-export function elapsed(since: number): string {
-  return `+${((performance.now() - since) / 1000).toFixed(3)}s`;
+/** Seconds from `since` to `at` (`performance.now()` values; `at` defaults to now), as `+1.234s`. */
+export function elapsed(since: number, at = performance.now()): string {
+  return `+${((at - since) / 1000).toFixed(3)}s`;
 }
 
+/** Widths of the columns of event lines; {@link TIME_COLUMN} is the first one's. */
 const COLUMNS = { time: 8, task: 8, priority: 3, event: 16, status: 16, step: 12 } as const;
+export const TIME_COLUMN = COLUMNS.time;
 /** Longest details text of an event line. */
 const DETAILS_WIDTH = 72;
 
@@ -128,10 +130,12 @@ export function eventDetails(data: string): string {
   }
   const branch = record['branch'];
   if (typeof branch === 'number') {
-    details.push(`branch ${branch + 1} done${text('join') ? `, all done → ${text('join')}` : ''}`);
+    // The join starts with the first outcome applied once every branch has succeeded, which is
+    // not always the last branch's: say that it started, not which branch was last.
+    details.push(`branch ${branch + 1} done${text('join') ? ` · join → ${text('join')}` : ''}`);
   }
   // The prompt's first line is its question; the rest (the outline) is for `sluice get`.
-  if (text('prompt')) details.push(`asks "${text('prompt').split('\n')[0] ?? ''}"`);
+  if (text('prompt')) details.push(`asks: ${text('prompt').split('\n')[0] ?? ''}`);
   if (text('comment')) details.push(`comment "${text('comment')}"`);
   if (text('reason')) details.push(`reason "${text('reason')}"`);
   const errorClass = text('error_class');

@@ -27,10 +27,27 @@ const STEP_MARKS: Readonly<Record<string, string>> = {
   cancelled: '⊘',
 };
 
-/** `outline✓ fetchSource✗`: each step with a mark for how it ended (`…` while unfinished). */
+/**
+ * `outline✓ fetchPage×3✓ summarize✓`: each step with a mark for how it ended (`…` while
+ * unfinished), in step order; steps of one name in a row that ended alike (the branches of a
+ * fan-out) are counted instead of repeated.
+ */
 export function stepsText(steps: readonly StepSummary[]): string {
   if (steps.length === 0) return '-';
-  return steps.map((step) => `${step.name}${STEP_MARKS[step.status] ?? '…'}`).join(' ');
+  const runs: { name: string; marks: string[] }[] = [];
+  for (const step of steps) {
+    const mark = STEP_MARKS[step.status] ?? '…';
+    const last = runs.at(-1);
+    if (last?.name === step.name) last.marks.push(mark);
+    else runs.push({ name: step.name, marks: [mark] });
+  }
+  return runs
+    .map(({ name, marks }) =>
+      marks.length > 1 && new Set(marks).size === 1
+        ? `${name}×${marks.length}${marks[0] ?? ''}`
+        : marks.map((mark) => `${name}${mark}`).join(' '),
+    )
+    .join(' ');
 }
 
 /** From creation to the final state, e.g. `0.53s`; `-` while the task has not finished. */

@@ -128,7 +128,7 @@ async function applyOne(
         ...base,
         event: { type: 'continue' },
         data: { next: started.steps },
-        patch: { currentStep: currentStepLabel(started.steps) },
+        patch: { currentStep: started.label },
       });
       return { stepsAdded: true, abortTask: false };
     }
@@ -201,11 +201,4 @@ async function transition(tx: Transaction, log: Logger, request: TransitionReque
 
 function schemaError(message: string): SerializedStepError {
   return { errorClass: 'schema_validation', message, retryable: false };
-}
-
-/** `fetchPage` for one step, `fetchPage ×5` for a fan-out of one kind, else the names joined. */
-function currentStepLabel(steps: readonly string[]): string {
-  const names = [...new Set(steps)];
-  if (names.length === 1 && steps.length > 1) return `${names[0]} ×${steps.length}`;
-  return names.join(', ');
 }

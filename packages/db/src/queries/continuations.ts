@@ -28,7 +28,13 @@ export interface ContinuationOrigin {
 
 /** What starting a continuation did. */
 export type ContinuationResult =
-  | { readonly ok: true; readonly seqs: number[]; readonly steps: string[] }
+  | {
+      readonly ok: true;
+      readonly seqs: number[];
+      readonly steps: string[];
+      /** What the task now runs, for people: `fetchPage`, or `fetchPage ×5` for a fan-out. */
+      readonly label: string;
+    }
   | { readonly ok: false; readonly reason: string };
 
 /** Adds the steps a continuation starts to the ready queue. */
@@ -87,7 +93,15 @@ export async function startContinuation(
     }
   }
   const seqs = await insertSteps(executor, steps);
-  return { ok: true, seqs, steps: steps.map((step) => step.name) };
+  const names = steps.map((step) => step.name);
+  return { ok: true, seqs, steps: names, label: stepsLabel(names) };
+}
+
+/** `fetchPage` for one step, `fetchPage ×5` for several of one kind, else the names joined. */
+function stepsLabel(steps: readonly string[]): string {
+  const names = [...new Set(steps)];
+  if (names.length === 1 && steps.length > 1) return `${names[0]} ×${steps.length}`;
+  return names.join(', ');
 }
 
 /**

@@ -4,7 +4,7 @@
  * what it implies for the task's steps and timers. What must happen outside Postgres afterwards
  * (abort running steps, wake the scheduler) is returned as flags.
  */
-import type { Json } from '@sluice/core';
+import { decideTransition, isTaskStatus, type Json } from '@sluice/core';
 import {
   TimerKind,
   applyTransition,
@@ -126,21 +126,27 @@ export function decideApproval(
       await closeTimers(tx, target.taskId, TimerKind.ApprovalTimeout);
       return DONE;
     }
-    const approved = await applyTransition(tx, {
-      ...target,
-      event: { type: 'approve' },
-      step: approval?.step ?? null,
-      data,
-      patch: { approval: null },
-    });
-    if (!approved.ok) return refused(approved);
-    if (!approval) throw new Error(`task ${task.id} waited for an approval it does not record`);
+    if (!approval || !approveAllowed(task)) {
+      // Let the table say why (not waiting for an approval), changing nothing.
+      const refusedApproval = await applyTransition(tx, { ...target, event: { type: 'approve' } });
+      if (refusedApproval.ok) throw new Error(`task ${task.id} was approved without an approval`);
+      return refused(refusedApproval);
+    }
     await closeTimers(tx, target.taskId, TimerKind.ApprovalTimeout);
+    // Start what the approval lets run, then record the approval naming it (the row is locked).
     const started = await startContinuation(tx, task, approval.then, {
       seq: approval.originSeq,
       fanOutOf: null,
       branchIndex: null,
     });
+    const approved = await applyTransition(tx, {
+      ...target,
+      event: { type: 'approve' },
+      step: approval.step,
+      data: started.ok ? { ...data, next: started.steps } : data,
+      patch: { approval: null, ...(started.ok ? { currentStep: started.label } : {}) },
+    });
+    if (!approved.ok) throw new Error(`cannot approve task ${task.id}: ${approved.reason}`);
     if (!started.ok) {
       const failed = await applyTransition(tx, {
         taskId: target.taskId,
@@ -155,6 +161,22 @@ export function decideApproval(
     }
     return { ...DONE, wakeScheduler: true };
   });
+}
+
+/** Whether the table lets the locked task be approved now. */
+function approveAllowed(task: TaskRecord): boolean {
+  return (
+    isTaskStatus(task.status) &&
+    decideTransition(
+      {
+        status: task.status,
+        cancelRequested: task.cancelRequested,
+        pauseRequested: task.pauseRequested,
+        approvalPending: task.approvalPending,
+      },
+      { type: 'approve' },
+    ).ok
+  );
 }
 
 async function lockOwnTask(
