@@ -14,12 +14,7 @@ import { createBusCatalog, decodeMessageOf } from '@sluice/bus';
 import { AckPolicy, DeliverPolicy, jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { connect, nanos } from '@nats-io/transport-node';
 import { natsUrl, uniquePrefix } from '@sluice/bus/testing';
-import {
-  historyProblem,
-  isTaskEventType,
-  type TaskEvent as CoreEvent,
-  type TaskStatus,
-} from '@sluice/core';
+import { historyProblem, eventFromRecord, type TaskStatus } from '@sluice/core';
 import {
   createApiKey,
   createTenant,
@@ -118,13 +113,9 @@ async function checkedHistory(taskId: string): Promise<TaskEvent[]> {
   const transitions = events
     .filter((e) => e.to_status !== 'TASK_STATUS_UNSPECIFIED')
     .map((e) => {
-      assert.ok(isTaskEventType(e.type), e.type);
       const data = e.data ? (JSON.parse(e.data) as Record<string, unknown>) : {};
-      const event = (
-        e.type === 'approval_timeout'
-          ? { type: e.type, onTimeout: data['on_timeout'] }
-          : { type: e.type }
-      ) as CoreEvent;
+      const event = eventFromRecord(e.type, data);
+      assert.ok(event, `a transition event: ${e.type}`);
       return {
         event,
         toStatus: e.to_status.slice('TASK_STATUS_'.length).toLowerCase() as TaskStatus,

@@ -9,12 +9,7 @@ import { createServer, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import { status as grpcStatus } from '@grpc/grpc-js';
-import {
-  historyProblem,
-  isTaskEventType,
-  type TaskEvent as CoreEvent,
-  type TaskStatus,
-} from '@sluice/core';
+import { historyProblem, eventFromRecord, type TaskStatus } from '@sluice/core';
 import {
   createApiKey,
   createTenant,
@@ -140,9 +135,13 @@ describe('a multi-step task end to end', () => {
       const transitions = events
         .filter((e) => e.to_status !== 'TASK_STATUS_UNSPECIFIED')
         .map((e) => {
-          assert.ok(isTaskEventType(e.type), `known event type ${e.type}`);
+          const event = eventFromRecord(
+            e.type,
+            e.data ? (JSON.parse(e.data) as Record<string, unknown>) : null,
+          );
+          assert.ok(event, `known event type ${e.type}`);
           return {
-            event: { type: e.type } as CoreEvent,
+            event,
             toStatus: e.to_status.slice('TASK_STATUS_'.length).toLowerCase() as TaskStatus,
           };
         });

@@ -20,6 +20,7 @@ export {
   isTaskEventType,
   NO_TASK,
   decideTransition,
+  eventFromRecord,
   allowedSourceStatuses,
   historyProblem,
 } from './task-state.js';

@@ -59,6 +59,15 @@ const ROWS: Row[] = [
     event: { type: 'pause_completed' },
     to: 'paused',
   },
+  {
+    // The step that ended asked for an approval: the task is paused with it pending.
+    from: 'running',
+    when: { pauseRequested: true, cancelRequested: false },
+    event: { type: 'pause_completed', approvalPending: true },
+    to: 'paused',
+    toFlags: { approvalPending: true },
+  },
+
   { from: 'waiting_approval', event: { type: 'approve' }, to: 'running' },
   { from: 'waiting_approval', event: { type: 'reject' }, to: 'cancelled' },
   {
@@ -87,14 +96,16 @@ const ROWS: Row[] = [
   { from: 'cancelled', event: { type: 'retry' }, to: 'queued', attempt: 1 },
 ];
 
-const ALL_EVENTS: TaskEvent[] = TASK_EVENT_TYPES.flatMap((type): TaskEvent[] =>
-  type === 'approval_timeout'
-    ? [
-        { type, onTimeout: 'pause' },
-        { type, onTimeout: 'cancel' },
-      ]
-    : [{ type }],
-);
+const ALL_EVENTS: TaskEvent[] = TASK_EVENT_TYPES.flatMap((type): TaskEvent[] => {
+  if (type === 'approval_timeout') {
+    return [
+      { type, onTimeout: 'pause' },
+      { type, onTimeout: 'cancel' },
+    ];
+  }
+  if (type === 'pause_completed') return [{ type }, { type, approvalPending: true }];
+  return [{ type }];
+});
 
 function allStates(): TaskMachineState[] {
   const states: TaskMachineState[] = [];

@@ -90,8 +90,13 @@ export type ApprovalTimeoutAction = 'pause' | 'cancel';
 
 /** An event with the data the table needs to decide. */
 export type TaskEvent =
-  | { readonly type: Exclude<TaskEventType, 'approval_timeout'> }
-  | { readonly type: 'approval_timeout'; readonly onTimeout: ApprovalTimeoutAction };
+  | { readonly type: Exclude<TaskEventType, 'approval_timeout' | 'pause_completed'> }
+  | { readonly type: 'approval_timeout'; readonly onTimeout: ApprovalTimeoutAction }
+  /**
+   * `approvalPending`: the step that ended asked for an approval, which stays pending while the
+   * task is paused (a resume then waits for it).
+   */
+  | { readonly type: 'pause_completed'; readonly approvalPending?: boolean };
 
 /** The part of a task the table looks at. */
 export interface TaskMachineState {
@@ -197,7 +202,7 @@ export function decideTransition(from: TaskMachineState, event: TaskEvent): Tran
       }
     case 'pause_completed':
       return s === 'running' && from.pauseRequested && !from.cancelRequested
-        ? to('paused')
+        ? to('paused', { approvalPending: event.approvalPending ?? false })
         : refuse(from, event, 'no pause was requested on a running task');
     case 'approve':
       return s === 'waiting_approval' ? to('running') : refuse(from, event);
@@ -236,6 +241,25 @@ export function allowedSourceStatuses(event: TaskEvent): TaskStatus[] {
       ),
     ),
   );
+}
+
+/**
+ * Rebuilds the table's event from a recorded event row (its type and data), e.g. to replay a
+ * history. Returns `undefined` for a recorded fact that is not a transition (`step_started` …).
+ */
+export function eventFromRecord(
+  type: string,
+  data: Readonly<Record<string, unknown>> | null | undefined,
+): TaskEvent | undefined {
+  if (!isTaskEventType(type)) return undefined;
+  switch (type) {
+    case 'approval_timeout':
+      return { type, onTimeout: data?.['on_timeout'] === 'cancel' ? 'cancel' : 'pause' };
+    case 'pause_completed':
+      return { type, approvalPending: data?.['approval_pending'] === true };
+    default:
+      return { type };
+  }
 }
 
 /** One recorded event of a task's history, as far as the table cares. */

@@ -4,7 +4,7 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { historyProblem, isTaskEventType, type TaskEvent, type TaskStatus } from '@sluice/core';
+import { historyProblem, eventFromRecord, type TaskEvent, type TaskStatus } from '@sluice/core';
 import { openDatabase, type DatabaseHandle } from './client.js';
 import { readdirSync } from 'node:fs';
 import { MIGRATIONS_FOLDER, migrateDatabase } from './migrate.js';
@@ -62,12 +62,8 @@ async function history(task: TaskRecord) {
   return events
     .filter((e) => e.toStatus !== null)
     .map((e) => {
-      assert.ok(isTaskEventType(e.type), `event type ${e.type}`);
-      const event = (
-        e.type === 'approval_timeout'
-          ? { type: e.type, onTimeout: (e.data?.['on_timeout'] as 'pause' | 'cancel') ?? 'pause' }
-          : { type: e.type }
-      ) as TaskEvent;
+      const event = eventFromRecord(e.type, e.data);
+      assert.ok(event, `event type ${e.type}`);
       return { event, toStatus: e.toStatus as TaskStatus };
     });
 }

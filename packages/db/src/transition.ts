@@ -171,7 +171,11 @@ export async function applyTransitions(
 
 function eventData(request: TransitionRequest): Record<string, Json> | null {
   const data: Record<string, Json> = { ...(request.data ?? {}) };
+  // What eventFromRecord needs to rebuild the event from the row.
   if (request.event.type === 'approval_timeout') data['on_timeout'] = request.event.onTimeout;
+  if (request.event.type === 'pause_completed' && request.event.approvalPending) {
+    data['approval_pending'] = true;
+  }
   return Object.keys(data).length > 0 ? data : null;
 }
 

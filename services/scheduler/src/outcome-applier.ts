@@ -151,6 +151,17 @@ async function applyOne(
         then: outcome.then,
         originSeq: recorded.seq,
       };
+      if (task.pauseRequested) {
+        // The step ended while a pause was requested: the task pauses, its approval pending; the
+        // deadline starts when a resume makes it wait for the approval again.
+        await transition(tx, log, {
+          ...base,
+          event: { type: 'pause_completed', approvalPending: true },
+          data: { prompt: outcome.prompt },
+          patch: { approval },
+        });
+        return NOTHING;
+      }
       await transition(tx, log, {
         ...base,
         event: { type: 'await_approval' },
