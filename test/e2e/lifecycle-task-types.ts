@@ -113,3 +113,23 @@ export const lcApproval = defineTask({
       Promise.resolve(complete({ shipped: ctx.taskInput.label, approval: ctx.approval ?? null })),
   },
 });
+
+/** The resource of `lc-held`'s first step: no executor of the test serves it. */
+export const HELD_RESOURCE = 'tool:none';
+
+export const lcHeld = defineTask({
+  name: 'lc-held',
+  version: 1,
+  description: 'Stays queued: its first step waits for an executor that never comes (test type).',
+  input: labelled,
+  firstStep: 'hold',
+  steps: {
+    hold: { resource: HELD_RESOURCE },
+    // A step on `llm`, so the llm executor registers the type.
+    finish: { resource: 'llm' },
+  },
+  handlers: {
+    hold: (ctx) => Promise.resolve(next('finish', { label: ctx.taskInput.label })),
+    finish: () => Promise.resolve(complete({})),
+  },
+});

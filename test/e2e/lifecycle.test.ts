@@ -14,7 +14,13 @@ import { createBusCatalog, decodeMessageOf } from '@sluice/bus';
 import { AckPolicy, DeliverPolicy, jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { connect, nanos } from '@nats-io/transport-node';
 import { natsUrl, uniquePrefix } from '@sluice/bus/testing';
-import { historyProblem, eventFromRecord, type TaskStatus } from '@sluice/core';
+import {
+  decideTransition,
+  eventFromRecord,
+  historyProblem,
+  type TaskEvent as CoreEvent,
+  type TaskStatus,
+} from '@sluice/core';
 import {
   createApiKey,
   createTenant,
@@ -554,3 +560,119 @@ async function natsEventSeqs(taskId: string, expected: number): Promise<number[]
     await nc.close();
   }
 }
+
+describe('requests the table does not allow', () => {
+  type Command = 'cancel' | 'pause' | 'resume' | 'approve' | 'reject' | 'retry';
+  const COMMANDS: readonly Command[] = ['cancel', 'pause', 'resume', 'approve', 'reject', 'retry'];
+  const EVENT_OF: Record<Command, CoreEvent> = {
+    cancel: { type: 'cancel' },
+    pause: { type: 'pause' },
+    resume: { type: 'resume' },
+    approve: { type: 'approve' },
+    reject: { type: 'reject' },
+    retry: { type: 'retry' },
+  };
+  const send = (command: Command, id: string) => {
+    switch (command) {
+      case 'cancel':
+        return client.cancelTask(id);
+      case 'pause':
+        return client.pauseTask(id);
+      case 'resume':
+        return client.resumeTask(id);
+      case 'approve':
+        return client.approveTask(id, { approved: true });
+      case 'reject':
+        return client.approveTask(id, { approved: false });
+      case 'retry':
+        return client.retryTask(id);
+    }
+  };
+
+  /** Tasks brought into each state a person can find a task in (through the API only). */
+  const inStates = async (): Promise<Record<string, Task>> => {
+    const held = () =>
+      client.createTask({ type: 'lc-held', priority: 'PRIORITY_P2', input: { label: 'held' } });
+    const queued = (await held()).task;
+    const paused = (await client.pauseTask((await held()).task.task_id)).task;
+    const cancelled = (await client.cancelTask((await held()).task.task_id)).task;
+    const linear = (
+      await client.createTask({
+        type: 'lc-linear',
+        priority: 'PRIORITY_P1',
+        input: { label: 'run' },
+      })
+    ).task;
+    await latch.arrived(`${linear.task_id}:one`);
+    const failing = (
+      await client.createTask({
+        type: 'lc-linear',
+        priority: 'PRIORITY_P1',
+        input: { label: 'fail' },
+      })
+    ).task;
+    latch.fail(`${failing.task_id}:one`);
+    const approval = (
+      await client.createTask({
+        type: 'lc-approval',
+        priority: 'PRIORITY_P1',
+        input: { label: 'matrix', timeoutMs: 600_000, onTimeout: 'cancel' },
+      })
+    ).task;
+    const done = (
+      await client.createTask({
+        type: 'lc-fan',
+        priority: 'PRIORITY_P1',
+        input: { count: 1, latched: false },
+      })
+    ).task;
+    return {
+      queued,
+      paused,
+      cancelled,
+      running: await waitForTask(linear.task_id, isStatus('TASK_STATUS_RUNNING'), 'running'),
+      failed_terminal: await waitForTask(
+        failing.task_id,
+        isStatus('TASK_STATUS_FAILED_TERMINAL'),
+        'failed',
+      ),
+      waiting_approval: await waitForTask(
+        approval.task_id,
+        isStatus('TASK_STATUS_WAITING_APPROVAL'),
+        'waiting',
+      ),
+      succeeded: await waitForTask(done.task_id, isStatus('TASK_STATUS_SUCCEEDED'), 'succeeded'),
+    };
+  };
+
+  it('answers FAILED_PRECONDITION and changes nothing, in every state', async () => {
+    const tasks = await inStates();
+    let refusals = 0;
+    for (const [state, before] of Object.entries(tasks)) {
+      const machine = {
+        status: state as TaskStatus,
+        cancelRequested: before.cancel_requested,
+        pauseRequested: before.pause_requested,
+        approvalPending: false,
+      };
+      for (const command of COMMANDS) {
+        if (decideTransition(machine, EVENT_OF[command]).ok) continue;
+        refusals++;
+        await assert.rejects(
+          send(command, before.task_id),
+          { code: grpcStatus.FAILED_PRECONDITION },
+          `${command} of a ${state} task`,
+        );
+        const { task: after } = await client.getTask(before.task_id);
+        assert.equal(after.status, before.status, `${command} of a ${state} task changed nothing`);
+        assert.equal(
+          after.last_event_seq,
+          before.last_event_seq,
+          `${command} of a ${state} task recorded nothing`,
+        );
+      }
+    }
+    assert.ok(refusals >= 25, `${refusals} refused pairs checked`);
+    latch.release(`${tasks['running']?.task_id ?? ''}:one`);
+  });
+});
