@@ -56,11 +56,15 @@ export async function startScheduler(config: SchedulerConfig, log?: Logger): Pro
   let metricsServer: MetricsServer | undefined;
   let eventsListener: { unlisten(): Promise<void> } | undefined;
   try {
-    nc = await connectNats({ url: config.NATS_URL, name: `scheduler-${process.pid}` });
+    // A const for the closures below (nc itself stays assignable for the cleanup on failure).
+    const connection = await connectNats({
+      url: config.NATS_URL,
+      name: `scheduler-${process.pid}`,
+    });
+    nc = connection;
     const catalog = createBusCatalog(config.SLUICE_PREFIX);
     await ensureTopology(await jetstreamManager(nc), catalog);
     const js = jetstream(nc);
-    const connection = nc;
     const metrics = createMetrics();
     const common = {
       db: database.db,
