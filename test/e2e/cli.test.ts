@@ -12,45 +12,30 @@ import { setTimeout as delay } from 'node:timers/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { after, before, describe, it } from 'node:test';
-import {
-  createApiKey,
-  createTenant,
-  migrateDatabase,
-  openDatabase,
-  type DatabaseHandle,
-} from '@sluice/db';
-import { createTestDatabase, migratedTemplate, type TestDatabase } from '@sluice/db/testing';
-import { natsUrl, uniquePrefix } from '@sluice/bus/testing';
+import { createApiKey, createTenant } from '@sluice/db';
 import type { Task, TaskEvent, TaskStatus } from '@sluice/api';
-import { createTaskClient, type TaskClient } from '@sluice/sdk/client';
+import type { TaskClient } from '@sluice/sdk/client';
+import { startE2eStack, type E2eStack } from '../support/e2e-stack.js';
 import { REPO_ROOT } from '../support/service-process.js';
-import { startStack, type Stack } from '../support/stack.js';
+import type { Stack } from '../support/stack.js';
 import { approvalPrompt } from './cli-task-types.js';
 
 const SLUICE_BIN = path.join(REPO_ROOT, 'packages/cli/bin/sluice.mjs');
 const TEST_TASK_MODULE = fileURLToPath(new URL('./cli-task-types.ts', import.meta.url));
 const UUID = /[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/;
 
-let database: TestDatabase;
-let handle: DatabaseHandle;
+let e2e: E2eStack;
 let stack: Stack;
 let apiKey: string;
 let adminKey: string;
 let client: TaskClient;
 
 before(async () => {
-  database = await createTestDatabase({ template: await migratedTemplate(migrateDatabase) });
-  handle = openDatabase(database.url, { max: 2 });
-  await createTenant(handle.db, { id: 'cli' });
-  apiKey = await createApiKey(handle.db, { tenantId: 'cli' });
-  await createTenant(handle.db, { id: 'cli-ops' });
-  adminKey = await createApiKey(handle.db, { tenantId: 'cli-ops', isAdmin: true });
-  stack = await startStack({
-    natsUrl: natsUrl(),
-    databaseUrl: database.url,
-    prefix: uniquePrefix('cli'),
-    // No step of the test's task types calls a model; nothing needs to answer here.
-    llmBaseUrl: 'http://127.0.0.1:9/v1',
+  // No step of the test's task types calls a model: the default endpoint, where nothing answers,
+  // will do.
+  e2e = await startE2eStack({
+    label: 'cli',
+    tenantId: 'cli',
     env: {
       SLUICE_SCHEDULER_POLL_MS: '200',
       SLUICE_WATCH_RECHECK_MS: '500',
@@ -58,14 +43,14 @@ before(async () => {
       SLUICE_TASK_MODULES: TEST_TASK_MODULE,
     },
   });
-  client = createTaskClient({ address: stack.grpcAddress, apiKey });
+  ({ stack, apiKey, client } = e2e);
+  // The gateway reads keys from the database at each call, so the admin's may come after the start.
+  await createTenant(e2e.handle.db, { id: 'cli-ops' });
+  adminKey = await createApiKey(e2e.handle.db, { tenantId: 'cli-ops', isAdmin: true });
 });
 
 after(async () => {
-  client?.close();
-  await stack?.stop();
-  await handle?.close();
-  await database?.drop();
+  await e2e?.stop();
 });
 
 interface CliRun {

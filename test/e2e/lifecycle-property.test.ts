@@ -27,25 +27,10 @@ import { fileURLToPath } from 'node:url';
 import { after, before, describe, it } from 'node:test';
 import { status as grpcStatus } from '@grpc/grpc-js';
 import type { Task, TaskEvent } from '@sluice/api';
-import { natsUrl, uniquePrefix } from '@sluice/bus/testing';
-import {
-  NO_TASK,
-  decideTransition,
-  historyProblem,
-  eventFromRecord,
-  isTaskStatus,
-  type HistoryEntry,
-  type TaskMachineState,
-} from '@sluice/core';
-import {
-  createApiKey,
-  createTenant,
-  migrateDatabase,
-  openDatabase,
-  type DatabaseHandle,
-} from '@sluice/db';
-import { createTestDatabase, migratedTemplate, type TestDatabase } from '@sluice/db/testing';
-import { createTaskClient, isServiceError, type TaskClient } from '@sluice/sdk/client';
+import { NO_TASK, decideTransition, type HistoryEntry, type TaskMachineState } from '@sluice/core';
+import { isServiceError, type TaskClient } from '@sluice/sdk/client';
+import { startE2eStack, type E2eStack } from '../support/e2e-stack.js';
+import { assertHistoryInTable, describeHistory, historyEntry } from '../support/history.js';
 import {
   canCancel,
   created,
@@ -62,7 +47,6 @@ import {
   type ModelState,
 } from '../support/lifecycle-model.js';
 import { startLatchServer, type LatchServer } from '../support/latch-server.js';
-import { startStack, type Stack } from '../support/stack.js';
 import { PROP_FLOW_PROMPT } from './property-task-types.js';
 
 const TASK_MODULE = path.join(
@@ -119,23 +103,15 @@ const REACHABLE_ROWS = [
 /** How often each row was seen in this run's histories. */
 const rowsSeen = new Map<string, number>();
 
-let database: TestDatabase;
-let handle: DatabaseHandle;
+let e2e: E2eStack;
 let latch: LatchServer;
-let stack: Stack;
 let client: TaskClient;
 
 before(async () => {
-  database = await createTestDatabase({ template: await migratedTemplate(migrateDatabase) });
-  handle = openDatabase(database.url, { max: 2 });
-  await createTenant(handle.db, { id: 'acme' });
-  const apiKey = await createApiKey(handle.db, { tenantId: 'acme' });
   latch = await startLatchServer();
-  stack = await startStack({
-    natsUrl: natsUrl(),
-    databaseUrl: database.url,
-    prefix: uniquePrefix('lcprop'),
-    llmBaseUrl: 'http://127.0.0.1:9/v1', // no step of these types calls an LLM
+  // No step of these types calls an LLM: the default endpoint, where nothing answers, will do.
+  e2e = await startE2eStack({
+    label: 'lcprop',
     resources: ['tool:latch'],
     env: {
       SLUICE_TASK_MODULES: TASK_MODULE,
@@ -148,7 +124,7 @@ before(async () => {
       SLUICE_HEARTBEAT_MS: '200',
     },
   });
-  client = createTaskClient({ address: stack.grpcAddress, apiKey });
+  ({ client } = e2e);
 });
 
 after(async () => {
@@ -158,11 +134,8 @@ after(async () => {
       `${REACHABLE_ROWS.length - missing.length}/${REACHABLE_ROWS.length}` +
       (missing.length > 0 ? `; never: ${missing.join(', ')}` : ''),
   );
-  client?.close();
-  await stack?.stop();
+  await e2e?.stop();
   await latch?.stop();
-  await handle?.close();
-  await database?.drop();
 });
 
 describe(`the task lifecycle follows the model (seeds ${FIRST_SEED}…${FIRST_SEED + RUNS - 1})`, () => {
@@ -421,8 +394,7 @@ class Sequence {
       Date.now() + SETTLE_TIMEOUT_MS,
       'the whole history',
     );
-    const problem = historyProblem(replay.transitions);
-    assert.equal(problem, undefined, `history ${describeHistory(replay.transitions)}: ${problem}`);
+    assertHistoryInTable(replay.transitions, 'the whole history');
     assert.deepEqual(
       replay.events.map((e) => `${e.seq} ${e.type}`),
       follower.events.map((e) => `${e.seq} ${e.type}`),
@@ -537,15 +509,6 @@ class HistoryFollower {
   }
 }
 
-function historyEntry(event: TaskEvent): HistoryEntry {
-  const toStatus = event.to_status.slice('TASK_STATUS_'.length).toLowerCase();
-  assert.ok(isTaskStatus(toStatus), `unknown status ${event.to_status}`);
-  const data = event.data ? (JSON.parse(event.data) as Record<string, unknown>) : {};
-  const coreEvent = eventFromRecord(event.type, data);
-  assert.ok(coreEvent, `unknown event type ${event.type}`);
-  return { event: coreEvent, toStatus };
-}
-
 // ---- Comparing the task with the model ----------------------------------------------------------
 
 function statusOf(task: Task): string {
@@ -638,10 +601,6 @@ function describeTask(task: Task): string {
     task.pause_requested ? 'pause_requested' : '',
   ].filter((f) => f !== '');
   return `${statusOf(task)}${flags.length > 0 ? `[${flags.join(',')}]` : ''} attempt ${task.attempt}`;
-}
-
-function describeHistory(history: readonly HistoryEntry[]): string {
-  return history.map((h) => `${h.event.type}→${h.toStatus}`).join(', ');
 }
 
 /**

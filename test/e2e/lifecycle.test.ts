@@ -13,33 +13,22 @@ import { toTimestamp, type Task, type TaskEvent, type TaskStatus as ApiStatus } 
 import { createBusCatalog, decodeMessageOf } from '@sluice/bus';
 import { AckPolicy, DeliverPolicy, jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { connect, nanos } from '@nats-io/transport-node';
-import { natsUrl, uniquePrefix } from '@sluice/bus/testing';
-import {
-  decideTransition,
-  eventFromRecord,
-  historyProblem,
-  type TaskEvent as CoreEvent,
-  type TaskStatus,
-} from '@sluice/core';
-import {
-  createApiKey,
-  createTenant,
-  migrateDatabase,
-  openDatabase,
-  type DatabaseHandle,
-} from '@sluice/db';
-import { createTestDatabase, migratedTemplate, type TestDatabase } from '@sluice/db/testing';
-import { createTaskClient, type TaskClient } from '@sluice/sdk/client';
+import { natsUrl } from '@sluice/bus/testing';
+import { decideTransition, type TaskEvent as CoreEvent, type TaskStatus } from '@sluice/core';
+import type { DatabaseHandle } from '@sluice/db';
+import type { TaskClient } from '@sluice/sdk/client';
+import { startE2eStack, type E2eStack } from '../support/e2e-stack.js';
+import { assertHistoryInTable, historyEntries } from '../support/history.js';
 import { startLatchServer, type LatchServer } from '../support/latch-server.js';
 import type { ServiceProcess } from '../support/service-process.js';
-import { startStack, type Stack } from '../support/stack.js';
+import type { Stack } from '../support/stack.js';
 
 const TASK_MODULE = path.join(
   path.dirname(fileURLToPath(import.meta.url)),
   'lifecycle-task-types.ts',
 );
 
-let database: TestDatabase;
+let e2e: E2eStack;
 let handle: DatabaseHandle;
 let latch: LatchServer;
 let stack: Stack;
@@ -49,17 +38,11 @@ let prefix: string;
 let latchExecutor: ServiceProcess | undefined;
 
 before(async () => {
-  database = await createTestDatabase({ template: await migratedTemplate(migrateDatabase) });
-  handle = openDatabase(database.url, { max: 4 });
-  await createTenant(handle.db, { id: 'acme' });
-  const apiKey = await createApiKey(handle.db, { tenantId: 'acme' });
   latch = await startLatchServer();
-  prefix = uniquePrefix('lifecycle');
-  stack = await startStack({
-    natsUrl: natsUrl(),
-    databaseUrl: database.url,
-    prefix,
-    llmBaseUrl: 'http://127.0.0.1:9/v1', // no step of these types calls an LLM
+  // No step of these types calls an LLM: the default endpoint, where nothing answers, will do.
+  e2e = await startE2eStack({
+    label: 'lifecycle',
+    maxConnections: 4,
     resources: ['tool:latch', 'llm'],
     env: {
       SLUICE_TASK_MODULES: TASK_MODULE,
@@ -71,16 +54,13 @@ before(async () => {
       SLUICE_HEARTBEAT_MS: '200',
     },
   });
-  client = createTaskClient({ address: stack.grpcAddress, apiKey });
+  ({ handle, stack, client, prefix } = e2e);
   latchExecutor = stack.executors.get('tool:latch');
 });
 
 after(async () => {
-  client?.close();
-  await stack?.stop();
+  await e2e?.stop();
   await latch?.stop();
-  await handle?.close();
-  await database?.drop();
 });
 
 /** Polls the task until `predicate` holds; returns it. */
@@ -116,22 +96,7 @@ async function checkedHistory(taskId: string): Promise<TaskEvent[]> {
   } finally {
     clearTimeout(timer);
   }
-  const transitions = events
-    .filter((e) => e.to_status !== 'TASK_STATUS_UNSPECIFIED')
-    .map((e) => {
-      const data = e.data ? (JSON.parse(e.data) as Record<string, unknown>) : {};
-      const event = eventFromRecord(e.type, data);
-      assert.ok(event, `a transition event: ${e.type}`);
-      return {
-        event,
-        toStatus: e.to_status.slice('TASK_STATUS_'.length).toLowerCase() as TaskStatus,
-      };
-    });
-  assert.equal(
-    historyProblem(transitions),
-    undefined,
-    `history of ${taskId}: ${transitions.map((t) => t.event.type).join(' → ')}`,
-  );
+  assertHistoryInTable(historyEntries(events), `the history of ${taskId}`);
   return events;
 }
 

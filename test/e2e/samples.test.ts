@@ -7,16 +7,8 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import {
-  createApiKey,
-  createTenant,
-  migrateDatabase,
-  openDatabase,
-  type DatabaseHandle,
-} from '@sluice/db';
-import { createTestDatabase, migratedTemplate, type TestDatabase } from '@sluice/db/testing';
-import { natsUrl, uniquePrefix } from '@sluice/bus/testing';
-import { createTaskClient, type TaskClient } from '@sluice/sdk/client';
+import type { DatabaseHandle } from '@sluice/db';
+import type { TaskClient } from '@sluice/sdk/client';
 import type { Task, TaskEvent, TaskStatus } from '@sluice/api';
 import { startFakeLlmServer, type FakeLlmServer } from '../support/fake-llm-server.js';
 import {
@@ -24,7 +16,7 @@ import {
   startFakeWebServer,
   type FakeWebServer,
 } from '../support/fake-web-server.js';
-import { startStack, type Stack } from '../support/stack.js';
+import { startE2eStack, type E2eStack } from '../support/e2e-stack.js';
 
 const TASK_DEADLINE_MS = 60_000;
 
@@ -34,40 +26,30 @@ const ORDERS_JSON = JSON.stringify([
   { id: 2, item: 'lease', paid: false },
 ]);
 
-let database: TestDatabase;
+let e2e: E2eStack;
 let handle: DatabaseHandle;
 let llm: FakeLlmServer;
 let web: FakeWebServer;
-let stack: Stack;
 let client: TaskClient;
 
 before(async () => {
-  database = await createTestDatabase({ template: await migratedTemplate(migrateDatabase) });
-  handle = openDatabase(database.url, { max: 2 });
-  await createTenant(handle.db, { id: 'acme' });
-  const apiKey = await createApiKey(handle.db, { tenantId: 'acme' });
   llm = await startFakeLlmServer({});
   web = await startFakeWebServer({
     pages: { ...DEFAULT_PAGES, '/data/cities.csv': CITIES_CSV },
   });
-  stack = await startStack({
-    natsUrl: natsUrl(),
-    databaseUrl: database.url,
-    prefix: uniquePrefix('samples'),
+  e2e = await startE2eStack({
+    label: 'samples',
     llmBaseUrl: llm.baseUrl,
     resources: ['llm', 'tool:http', 'file', 'db'],
     env: { SLUICE_SCHEDULER_POLL_MS: '200', SLUICE_WATCH_RECHECK_MS: '500' },
   });
-  client = createTaskClient({ address: stack.grpcAddress, apiKey });
+  ({ handle, client } = e2e);
 });
 
 after(async () => {
-  client?.close();
-  await stack?.stop();
+  await e2e?.stop();
   await llm?.stop();
   await web?.stop();
-  await handle?.close();
-  await database?.drop();
 });
 
 async function create(type: string, input: unknown): Promise<string> {

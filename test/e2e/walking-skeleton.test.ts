@@ -9,48 +9,34 @@ import { createServer, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import { status as grpcStatus } from '@grpc/grpc-js';
-import { historyProblem, eventFromRecord, type TaskStatus } from '@sluice/core';
-import {
-  createApiKey,
-  createTenant,
-  migrateDatabase,
-  openDatabase,
-  type DatabaseHandle,
-} from '@sluice/db';
-import { createTestDatabase, migratedTemplate, type TestDatabase } from '@sluice/db/testing';
-import { natsUrl, uniquePrefix } from '@sluice/bus/testing';
+import type { DatabaseHandle } from '@sluice/db';
+import { natsUrl } from '@sluice/bus/testing';
 import { createBusCatalog, decodeMessageOf } from '@sluice/bus';
 import { AckPolicy, DeliverPolicy, jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { connect, nanos } from '@nats-io/transport-node';
-import { createTaskClient, type TaskClient } from '@sluice/sdk/client';
+import type { TaskClient } from '@sluice/sdk/client';
 import type { TaskEvent } from '@sluice/api';
 import { startFakeLlmServer, type FakeLlmServer } from '../support/fake-llm-server.js';
 import { startFakeWebServer, type FakeWebServer } from '../support/fake-web-server.js';
-import { startStack, type Stack } from '../support/stack.js';
+import { startE2eStack, type E2eStack } from '../support/e2e-stack.js';
+import { assertHistoryInTable, historyEntries } from '../support/history.js';
 
 const DISTINCT_TASKS = 150;
 const REPEATS = 50;
 
-let database: TestDatabase;
+let e2e: E2eStack;
 let handle: DatabaseHandle;
 let llm: FakeLlmServer;
 let web: FakeWebServer;
-let stack: Stack;
 let client: TaskClient;
 let prefix: string;
 
 before(async () => {
-  database = await createTestDatabase({ template: await migratedTemplate(migrateDatabase) });
-  handle = openDatabase(database.url, { max: 4 });
-  await createTenant(handle.db, { id: 'acme' });
-  const apiKey = await createApiKey(handle.db, { tenantId: 'acme' });
-  prefix = uniquePrefix('e2e');
   llm = await startFakeLlmServer({ apiKey: 'llm-secret' });
   web = await startFakeWebServer({});
-  stack = await startStack({
-    natsUrl: natsUrl(),
-    databaseUrl: database.url,
-    prefix,
+  e2e = await startE2eStack({
+    label: 'e2e',
+    maxConnections: 4,
     llmBaseUrl: llm.baseUrl,
     llmApiKey: 'llm-secret',
     env: {
@@ -59,16 +45,13 @@ before(async () => {
       SLUICE_LEASE_TTL_MS: '2000',
     },
   });
-  client = createTaskClient({ address: stack.grpcAddress, apiKey });
+  ({ handle, client, prefix } = e2e);
 });
 
 after(async () => {
-  client?.close();
-  const exits = await stack?.stop();
+  const exits = await e2e?.stop();
   await llm?.stop();
   await web?.stop();
-  await handle?.close();
-  await database?.drop();
   if (exits)
     assert.deepEqual(
       Object.values(exits),
@@ -132,24 +115,7 @@ describe('a multi-step task end to end', () => {
         events.map((_, i) => i + 1),
         'events arrive once each, in sequence, from 1',
       );
-      const transitions = events
-        .filter((e) => e.to_status !== 'TASK_STATUS_UNSPECIFIED')
-        .map((e) => {
-          const event = eventFromRecord(
-            e.type,
-            e.data ? (JSON.parse(e.data) as Record<string, unknown>) : null,
-          );
-          assert.ok(event, `known event type ${e.type}`);
-          return {
-            event,
-            toStatus: e.to_status.slice('TASK_STATUS_'.length).toLowerCase() as TaskStatus,
-          };
-        });
-      assert.equal(
-        historyProblem(transitions),
-        undefined,
-        `history of ${taskId} is a path in the table`,
-      );
+      assertHistoryInTable(historyEntries(events), `the history of ${taskId}`);
     }
 
     const steps = await handle.sql`
