@@ -15,7 +15,7 @@ import { createBusCatalog, decodeMessageOf } from '@sluice/bus';
 import { AckPolicy, DeliverPolicy, jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { connect, nanos } from '@nats-io/transport-node';
 import type { TaskClient } from '@sluice/sdk/client';
-import type { TaskEvent } from '@sluice/api';
+import { fromTimestamp, type TaskEvent } from '@sluice/api';
 import { startFakeLlmServer, type FakeLlmServer } from '../support/fake-llm-server.js';
 import { startFakeWebServer, type FakeWebServer } from '../support/fake-web-server.js';
 import { startE2eStack, type E2eStack } from '../support/e2e-stack.js';
@@ -225,6 +225,62 @@ describe('a multi-step task end to end', () => {
     assert.equal(failed.error?.retryable, false);
     assert.match(failed.error?.message ?? '', /401/);
     assert.ok(failed.finish_time, 'a failed task has a finish time');
+  });
+
+  it('retries a step that failed with a 5xx after a backoff, on the same step and key', async () => {
+    llm.failNext({ status: 503 }, { status: 500 });
+    const { task } = await client.createTask({
+      type: 'research-brief',
+      priority: 'PRIORITY_P1',
+      input: inputOf(5),
+    });
+    const events = await watchToEnd(task.task_id);
+    assert.equal(events.at(-1)?.to_status, 'TASK_STATUS_SUCCEEDED');
+    const waits = events.filter((e) => e.type === 'fail_retryable');
+    assert.equal(waits.length, 2, 'two failures, each waited out');
+    for (const wait of waits) {
+      assert.equal(wait.to_status, 'TASK_STATUS_FAILED_RETRYABLE');
+      const data = JSON.parse(wait.data) as { error_class: string; next_attempt_at: string };
+      assert.equal(data.error_class, 'external_5xx');
+      const failedAt = wait.create_time ? fromTimestamp(wait.create_time).getTime() : Infinity;
+      assert.ok(
+        Date.parse(data.next_attempt_at) >= failedAt,
+        'the next attempt is after the failure',
+      );
+    }
+    assert.equal(events.filter((e) => e.type === 'backoff_due').length, 2);
+    const steps = await handle.sql<{ name: string; attempts: number; status: string }[]>`
+      select name, attempts, status from task_steps where task_id = ${task.task_id} order by seq`;
+    assert.deepEqual(
+      steps.map((s) => [s.name, s.attempts, s.status]),
+      [
+        ['outline', 3, 'succeeded'],
+        ['fetchSource', 1, 'succeeded'],
+      ],
+      'the same step row ran three times',
+    );
+  });
+
+  it('fails for good once a step’s attempts run out', async () => {
+    llm.failNext({ status: 500 }, { status: 500 }, { status: 500 });
+    const { task } = await client.createTask({
+      type: 'research-brief',
+      priority: 'PRIORITY_P1',
+      input: inputOf(6),
+    });
+    const events = await watchToEnd(task.task_id);
+    const last = events.at(-1);
+    assert.equal(last?.type, 'fail_terminal');
+    assert.deepEqual(
+      { ...(JSON.parse(last?.data ?? '{}') as object) },
+      {
+        error_class: 'external_5xx',
+        message: 'the LLM endpoint answered HTTP 500',
+        attempts: 3,
+        reason: 'attempts_exhausted',
+      },
+    );
+    assert.equal(events.filter((e) => e.type === 'fail_retryable').length, 2);
   });
 
   it('aborts the running step of a cancelled task through its signal', async () => {

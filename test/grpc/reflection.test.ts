@@ -373,6 +373,7 @@ describe('gRPC surface through server reflection', () => {
             queue_position: 0,
             can_cancel: true,
             approval: null,
+            next_attempt_time: null,
           };
           return Promise.resolve({ task, created: true });
         },

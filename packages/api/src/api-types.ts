@@ -118,6 +118,8 @@ export interface Task {
   can_cancel: boolean;
   /** The pending approval, if any. */
   approval: ApprovalRequest | null;
+  /** For a task waiting to retry a failed step: when the next attempt is due. */
+  next_attempt_time: Timestamp | null;
 }
 
 /** The values of `sluice.v1.ApprovalTimeoutAction`, in number order. */

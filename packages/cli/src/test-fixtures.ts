@@ -36,6 +36,7 @@ export function taskWith(overrides: Partial<Task> = {}): Task {
     queue_position: 3,
     can_cancel: true,
     approval: null,
+    next_attempt_time: null,
     ...overrides,
   };
 }

@@ -62,3 +62,5 @@ export {
   resourceFileToken,
 } from './names.js';
 export type { NameProblem } from './names.js';
+export { MAX_RETRY_AFTER_MS, backoffOf, decideRetry } from './retry-policy.js';
+export type { RetryBackoff, RetryDecision, RetryQuestion } from './retry-policy.js';

@@ -21,9 +21,21 @@ export function classifyStepError(
   return {
     errorClass,
     message: message.slice(0, 2_000),
-    retryable: isRetryableClass(errorClass),
+    retryable: isRetryableClass(errorClass) && !isFinalClientError(error),
     ...(retryAfterMs === undefined ? {} : { retryAfterMs }),
   };
+}
+
+/**
+ * An HTTP answer that asking again will not change (400, 404, 422 …): the request itself is wrong.
+ * 408 (timeout), 409 (conflict), 425 (too early) and 429 (rate limit) may pass on a later try.
+ */
+function isFinalClientError(error: unknown): boolean {
+  const status = numberField(error, 'status');
+  if (!(error instanceof Error) || error.name !== 'HttpStatusError' || status === undefined) {
+    return false;
+  }
+  return status >= 400 && status < 500 && ![408, 409, 425, 429].includes(status);
 }
 
 function classOf(error: unknown, aborted: AbortReason | undefined): ErrorClass {
@@ -33,6 +45,7 @@ function classOf(error: unknown, aborted: AbortReason | undefined): ErrorClass {
   const status = numberField(error, 'status');
   if (name === 'HttpStatusError' && status !== undefined) {
     if (status === 429) return 'llm_rate_limit';
+    if (status === 408) return 'tool_timeout';
     if (status === 401 || status === 403) return 'permission_denied';
     if (status >= 500) return 'external_5xx';
     return 'unknown';

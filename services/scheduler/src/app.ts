@@ -105,7 +105,7 @@ export async function startScheduler(config: SchedulerConfig, log?: Logger): Pro
       name: 'timers',
       pollMs: config.SLUICE_SCHEDULER_POLL_MS,
       log: logger,
-      runBatch: () => fireTimerBatch(common),
+      runBatch: () => fireTimerBatch({ ...common, onStepsReady: () => dispatcher.wake() }),
     });
     loops.push(dispatcher, applier, timers);
 

@@ -7,10 +7,22 @@
  * - `failed` fails the task and aborts its other steps (retries by class: the recovery issue);
  * - while a cancel is requested, outcomes start nothing: the settler ends the task once nothing runs.
  */
-import { assertNever, continuationOf, type SerializedStepError } from '@sluice/core';
 import {
+  assertNever,
+  continuationOf,
+  decideRetry,
+  type Json,
+  type SerializedStepError,
+} from '@sluice/core';
+import {
+  TimerKind,
+  addTimer,
+  appendTaskEvent,
   applyTransition,
   armApprovalTimer,
+  findTaskType,
+  hasOtherActiveSteps,
+  scheduleStepRetry,
   cancelWaitingSteps,
   joinIfComplete,
   lockTask,
@@ -95,7 +107,7 @@ async function applyOne(
     case 'cancelled':
       return NOTHING;
     case 'failed':
-      return fail(tx, task, recorded.name, outcome.error, log);
+      return retryOrFail(tx, task, recorded, outcome.error, log);
     case 'complete': {
       if (!isBranch) {
         await transition(tx, log, {
@@ -180,6 +192,61 @@ async function applyOne(
   }
 }
 
+/**
+ * A failed step runs again after its backoff when its class and attempts allow (decideRetry in
+ * core); the wait is the step's due time in the ready queue. A task with nothing else to do shows
+ * `failed_retryable` until a durable timer makes it `queued` again; a task with other steps in
+ * flight stays `running`. Otherwise the task fails for good.
+ */
+async function retryOrFail(
+  tx: Transaction,
+  task: TaskRecord,
+  recorded: UnappliedOutcome,
+  error: SerializedStepError,
+  log: Logger,
+): Promise<Applied> {
+  const manifest = await findTaskType(tx, task.type, task.typeVersion);
+  const maxAttempts = manifest?.steps.find((step) => step.name === recorded.name)?.maxAttempts ?? 1;
+  const decision = decideRetry({
+    error,
+    attempts: recorded.attempts,
+    maxAttempts,
+    random: Math.random(),
+  });
+  if (!decision.retry) {
+    return fail(tx, task, recorded.name, error, log, {
+      attempts: recorded.attempts,
+      reason: decision.reason,
+    });
+  }
+  const dueAt = new Date(Date.now() + decision.delayMs);
+  await scheduleStepRetry(tx, recorded.stepId, dueAt);
+  const retry = {
+    error_class: error.errorClass,
+    message: error.message,
+    attempts: recorded.attempts,
+    next_attempt_at: dueAt.toISOString(),
+  };
+  if (await hasOtherActiveSteps(tx, task.id, recorded.stepId)) {
+    await appendTaskEvent(tx, {
+      taskId: task.id,
+      type: 'step_retry_scheduled',
+      step: recorded.name,
+      data: retry,
+    });
+    return NOTHING;
+  }
+  await transition(tx, log, {
+    taskId: task.id,
+    step: recorded.name,
+    event: { type: 'fail_retryable' },
+    patch: { error },
+    data: retry,
+  });
+  await addTimer(tx, { taskId: task.id, kind: TimerKind.RetryBackoff, dueAt });
+  return NOTHING;
+}
+
 /** Fails the task for good and stops its other steps (waiting ones now, running ones by abort). */
 async function fail(
   tx: Transaction,
@@ -187,13 +254,14 @@ async function fail(
   step: string,
   error: SerializedStepError,
   log: Logger,
+  detail: Record<string, Json> = {},
 ): Promise<Applied> {
   await transition(tx, log, {
     taskId: task.id,
     step,
     event: { type: 'fail_terminal' },
     patch: { error },
-    data: { error_class: error.errorClass, message: error.message },
+    data: { error_class: error.errorClass, message: error.message, ...detail },
   });
   await cancelWaitingSteps(tx, task.id);
   return { stepsAdded: false, abortTask: true };

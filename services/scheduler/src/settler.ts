@@ -4,7 +4,6 @@
  * approval asks for it again. Runs after each batch of outcomes, and whenever woken.
  */
 import {
-  TimerKind,
   applyTransition,
   armApprovalTimer,
   cancelWaitingSteps,
@@ -39,7 +38,7 @@ async function settleOne(tx: Transaction, taskId: string, log: Logger): Promise<
   if (!task) return;
   if (task.status === 'running' && task.cancelRequested) {
     await cancelWaitingSteps(tx, task.id);
-    await closeTimers(tx, task.id, TimerKind.ApprovalTimeout);
+    await closeTimers(tx, task.id);
     await check(
       log,
       task.id,

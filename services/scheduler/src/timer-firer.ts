@@ -19,30 +19,43 @@ export interface TimerFirerDeps {
   readonly db: Database;
   readonly log: Logger;
   readonly batchSize: number;
+  /** Called after a commit that made tasks queued again (their steps are due). */
+  readonly onStepsReady: () => void;
 }
 
 /** Fires one batch of due timers; true when the batch was full. */
 export async function fireTimerBatch(deps: TimerFirerDeps): Promise<boolean> {
-  const count = await deps.db.transaction(async (tx) => {
+  const { count, requeued } = await deps.db.transaction(async (tx) => {
     const due = await lockDueTimers(tx, deps.batchSize);
-    for (const timer of due) await fire(tx, timer, deps.log);
+    let requeuedAny = false;
+    for (const timer of due) requeuedAny = (await fire(tx, timer, deps.log)) || requeuedAny;
     await markTimersDone(
       tx,
       due.map((timer) => timer.id),
     );
-    return due.length;
+    return { count: due.length, requeued: requeuedAny };
   });
+  if (requeued) deps.onStepsReady();
   return count === deps.batchSize;
 }
 
-async function fire(tx: Transaction, timer: TimerRecord, log: Logger): Promise<void> {
+/** Fires one timer; returns true when it made a task queued again. */
+async function fire(tx: Transaction, timer: TimerRecord, log: Logger): Promise<boolean> {
   switch (timer.kind) {
+    case TimerKind.RetryBackoff: {
+      const task = await lockTask(tx, timer.taskId);
+      // Moot when the task was cancelled (or otherwise moved on) while it waited.
+      if (!task || task.status !== 'failed_retryable') return false;
+      const result = await applyTransition(tx, { taskId: task.id, event: { type: 'backoff_due' } });
+      if (!result.ok) log.error({ task_id: task.id, reason: result.reason }, 'backoff_due refused');
+      return result.ok;
+    }
     case TimerKind.ApprovalTimeout: {
       const task = await lockTask(tx, timer.taskId);
       // Moot when the approval was decided, or this timer belongs to an earlier wait.
       const current = task?.approval;
-      if (!task || task.status !== 'waiting_approval' || !current) return;
-      if (current.deadline !== timer.data?.['deadline']) return;
+      if (!task || task.status !== 'waiting_approval' || !current) return false;
+      if (current.deadline !== timer.data?.['deadline']) return false;
       const result = await applyTransition(tx, {
         taskId: task.id,
         event: { type: 'approval_timeout', onTimeout: current.onTimeout },
@@ -63,9 +76,10 @@ async function fire(tx: Transaction, timer: TimerRecord, log: Logger): Promise<v
       if (!result.ok)
         log.error({ task_id: task.id, reason: result.reason }, 'approval timeout refused');
       else log.info({ task_id: task.id, on_timeout: current.onTimeout }, 'approval timed out');
-      return;
+      return false;
     }
     default:
       log.warn({ timer_id: timer.id, kind: timer.kind }, 'ignored a timer of an unknown kind');
+      return false;
   }
 }

@@ -212,7 +212,7 @@ export async function recordStepOutcome(
     outcome.type === 'failed' ? 'failed' : outcome.type === 'cancelled' ? 'cancelled' : 'succeeded';
   const rows = await executor
     .update(taskSteps)
-    .set({ status, outcome, finishedAt: sql`now()` })
+    .set({ status, outcome, outcomeAppliedAt: null, finishedAt: sql`now()` })
     .where(and(isDispatch(ref), eq(taskSteps.status, 'running')))
     .returning({ id: taskSteps.id, name: taskSteps.name });
   const row = rows[0];
@@ -233,6 +233,8 @@ export interface UnappliedOutcome {
   readonly seq: number;
   readonly name: string;
   readonly outcome: StepOutcome;
+  /** Attempts of the step so far, the one that produced this outcome included. */
+  readonly attempts: number;
   /** Set for a branch of a fan-out: the sequence of the step that fanned out, and its place. */
   readonly fanOutOf: number | null;
   readonly branchIndex: number | null;
@@ -254,6 +256,7 @@ export async function lockUnappliedOutcomes(
       seq: taskSteps.seq,
       name: taskSteps.name,
       outcome: taskSteps.outcome,
+      attempts: taskSteps.attempts,
       fanOutOf: taskSteps.fanOutOf,
       branchIndex: taskSteps.branchIndex,
     })
@@ -428,4 +431,46 @@ export async function lockTasksToSettle(
     for update of t skip locked
   `);
   return rows.map((row) => ({ taskId: row.id }));
+}
+
+/**
+ * Schedules a failed step to run again: back into the ready queue, due at `dueAt` (the due time is
+ * the durable timer: no executor holds the step meanwhile). The same row keeps its sequence — so its
+ * idempotency key — and its attempt count; the next dispatch gets a new number. The failure stays
+ * in the task's events and error.
+ */
+export async function scheduleStepRetry(
+  executor: Executor,
+  stepId: number,
+  dueAt: Date,
+): Promise<void> {
+  await executor
+    .update(taskSteps)
+    .set({ status: 'ready', dueAt, outcome: null, finishedAt: null })
+    .where(and(eq(taskSteps.id, stepId), eq(taskSteps.status, 'failed')));
+}
+
+/** Whether any step of the task other than `stepId` is in flight or ready to run now. */
+export async function hasOtherActiveSteps(
+  executor: Executor,
+  taskId: string,
+  stepId: number,
+): Promise<boolean> {
+  const rows = await executor.execute<{ active: boolean }>(sql`
+    select exists (
+      select 1 from task_steps
+      where task_id = ${taskId} and id <> ${stepId}
+        and (status in ('dispatched', 'running') or (status = 'ready' and due_at <= now()))
+    ) as active
+  `);
+  return rows[0]?.active === true;
+}
+
+/** When the task's next waiting step is due (a retry after its backoff), if one waits. */
+export async function nextAttemptAt(executor: Executor, taskId: string): Promise<Date | undefined> {
+  const [row] = await executor
+    .select({ dueAt: sql<Date | null>`min(${taskSteps.dueAt})` })
+    .from(taskSteps)
+    .where(and(eq(taskSteps.taskId, taskId), eq(taskSteps.status, 'ready')));
+  return row?.dueAt ? new Date(row.dueAt) : undefined;
 }

@@ -11,6 +11,8 @@ import { taskTimers, type PendingApproval } from '../schema.js';
 export const TimerKind = {
   /** A pending approval's deadline; fired by the scheduler. */
   ApprovalTimeout: 'approval_timeout',
+  /** The end of a failed task's retry backoff; fired by the scheduler. */
+  RetryBackoff: 'retry_backoff',
 } as const;
 export type TimerKind = (typeof TimerKind)[keyof typeof TimerKind];
 
@@ -30,17 +32,24 @@ export async function addTimer(
   });
 }
 
-/** Closes a task's open timers of a kind without firing them (what they waited for happened). */
+/**
+ * Closes a task's open timers (of one kind, or all) without firing them: what they waited for
+ * happened, or the task was cancelled.
+ */
 export async function closeTimers(
   executor: Executor,
   taskId: string,
-  kind: TimerKind,
+  kind?: TimerKind,
 ): Promise<void> {
   await executor
     .update(taskTimers)
     .set({ doneAt: sql`now()` })
     .where(
-      and(eq(taskTimers.taskId, taskId), eq(taskTimers.kind, kind), isNull(taskTimers.doneAt)),
+      and(
+        eq(taskTimers.taskId, taskId),
+        kind === undefined ? undefined : eq(taskTimers.kind, kind),
+        isNull(taskTimers.doneAt),
+      ),
     );
 }
 

@@ -60,7 +60,7 @@ export function cancelTask(
     if (!result.ok) return refused(result);
     // Steps that have not started never will; running ones are aborted through their signal.
     await cancelWaitingSteps(tx, target.taskId);
-    await closeTimers(tx, target.taskId, TimerKind.ApprovalTimeout);
+    await closeTimers(tx, target.taskId);
     const requested = result.to.cancelRequested;
     return { ok: true, abortRunning: requested, wakeScheduler: requested };
   });

@@ -66,9 +66,9 @@ function errorClassToApi(errorClass: CoreErrorClass): ErrorClass {
 
 /**
  * A stored task as the API's `Task`. `standing` is the task's place in the ready queue, for a
- * queued task (its estimated wait and position).
+ * queued task (its estimated wait and position); `nextAttempt` when a failed step waits to retry.
  */
-export function taskToApi(task: TaskRecord, standing?: QueueStanding): Task {
+export function taskToApi(task: TaskRecord, standing?: QueueStanding, nextAttempt?: Date): Task {
   const waitMs = standing ? estimateWaitMs(standing) : undefined;
   const status = isTaskStatus(task.status) ? task.status : null;
   const approvalShown =
@@ -127,6 +127,7 @@ export function taskToApi(task: TaskRecord, standing?: QueueStanding): Task {
                 : 'APPROVAL_TIMEOUT_ACTION_CANCEL',
           }
         : null,
+    next_attempt_time: nextAttempt ? toTimestamp(nextAttempt) : null,
   };
 }
 

@@ -15,6 +15,7 @@ import {
   isUuid,
   listTaskEvents,
   listTasks,
+  nextAttemptAt,
   queueStanding,
   type Database,
   type KeyOwner,
@@ -123,7 +124,9 @@ export function createTaskService(deps: TaskServiceDeps): Partial<TaskServiceHan
   const describe = async (tenantId: string, taskId: string) => {
     const task = await requireTask(tenantId, taskId);
     const standing = task.status === 'queued' ? await queueStanding(deps.db, task.id) : undefined;
-    return taskToApi(task, standing);
+    const nextAttempt =
+      task.status === 'failed_retryable' ? await nextAttemptAt(deps.db, task.id) : undefined;
+    return taskToApi(task, standing, nextAttempt);
   };
 
   return {
