@@ -201,6 +201,10 @@ describe('toStepOutcome refuses what cannot be recorded, naming it', () => {
     });
     assert.match(refusal(approval({ prompt: '  ' })), /without a prompt/);
     assert.match(
+      refusal(approval({}), { definition, step: 'join', inBranch: true }),
+      /inside a fan-out branch/,
+    );
+    assert.match(
       refusal(approval({ prompt: 'x'.repeat(MAX_APPROVAL_PROMPT_CHARS + 1) })),
       /prompt longer than/,
     );

@@ -82,6 +82,9 @@ function approvalOf(
   'prompt' | 'timeoutMs' | 'onTimeout' | 'then'
 > {
   const { prompt, timeoutMs, onTimeout, then } = result;
+  // A person decides about a task, not about one of its parallel branches (the scheduler refuses
+  // it too).
+  if (origin.inBranch) return fail('an approval from inside a fan-out branch');
   if (typeof prompt !== 'string' || prompt.trim() === '') {
     return fail('an approval without a prompt');
   }
