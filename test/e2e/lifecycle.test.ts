@@ -10,7 +10,7 @@ import { fileURLToPath } from 'node:url';
 import { after, before, describe, it } from 'node:test';
 import { status as grpcStatus } from '@grpc/grpc-js';
 import { toTimestamp, type Task, type TaskEvent, type TaskStatus as ApiStatus } from '@sluice/api';
-import { createBusCatalog, decodeMessageOf } from '@sluice/bus';
+import { createBusCatalog, decodeMessageOf, encodeMessage } from '@sluice/bus';
 import { AckPolicy, DeliverPolicy, jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { connect, nanos } from '@nats-io/transport-node';
 import { natsUrl } from '@sluice/bus/testing';
@@ -639,5 +639,63 @@ describe('requests the table does not allow', () => {
     }
     assert.ok(refusals >= 25, `${refusals} refused pairs checked`);
     latch.release(`${tasks['running']?.task_id ?? ''}:one`);
+  });
+});
+
+describe('stale step messages', () => {
+  it('are acknowledged and dropped: a recorded step never runs again', async () => {
+    const { task } = await client.createTask({
+      type: 'lc-linear',
+      priority: 'PRIORITY_P1',
+      input: { label: 'stale' },
+    });
+    const id = task.task_id;
+    for (const step of ['one', 'two', 'three']) latch.release(`${id}:${step}`);
+    await waitForTask(id, isStatus('TASK_STATUS_SUCCEEDED'), 'succeeded');
+    const nc = await connect({ servers: natsUrl() });
+    try {
+      const catalog = createBusCatalog(prefix);
+      const subject = catalog.subjects.step('tool:latch', 1);
+      // The dispatch of step one again, as a late redelivery or a replay would bring it (a
+      // message id of its own, so the stream's duplicate window does not hide it).
+      await jetstream(nc).publish(
+        subject,
+        encodeMessage({
+          type: 'step.dispatch',
+          task_id: id,
+          step_seq: 1,
+          dispatch: 1,
+          tenant_id: 'acme',
+          priority: 1,
+          resource: 'tool:latch',
+        }),
+        { msgID: `${id}:1:1:replayed` },
+      );
+      const jsm = await jetstreamManager(nc);
+      const deadline = Date.now() + 30_000;
+      while (
+        (await jsm.streams.info(catalog.streams.steps, { subjects_filter: subject })).state
+          .messages > 0
+      ) {
+        if (Date.now() > deadline) throw new Error('the stale message was never acknowledged');
+        await new Promise((resolve) => setTimeout(resolve, 50));
+      }
+    } finally {
+      await nc.close();
+    }
+    assert.equal(
+      latch.arrivals.filter((a) => a.key === `${id}:one`).length,
+      1,
+      'step one ran once',
+    );
+    const rows = await stepRows(id);
+    assert.deepEqual(
+      rows.map((r) => [r.name, r.status, r.attempts]),
+      [
+        ['one', 'succeeded', 1],
+        ['two', 'succeeded', 1],
+        ['three', 'succeeded', 1],
+      ],
+    );
   });
 });
