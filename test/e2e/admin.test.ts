@@ -343,6 +343,9 @@ const METHODS: readonly [method: string, request: () => object][] = [
   ['CreateApiKey', () => ({ tenant_id: 'acme', admin: true })],
   ['ListApiKeys', () => ({ tenant_id: 'acme' })],
   ['RevokeApiKey', () => ({ key_id: randomUUID() })],
+  ['ListDeadLetters', () => ({ page_size: 10 })],
+  ['RedriveDeadLetters', () => ({ dead_letter_ids: [randomUUID()] })],
+  ['PurgeDeadLetters', () => ({ dead_letter_ids: [randomUUID()] })],
 ];
 
 describe('every method without an admin key', () => {

@@ -271,13 +271,17 @@ describe('a multi-step task end to end', () => {
     const events = await watchToEnd(task.task_id);
     const last = events.at(-1);
     assert.equal(last?.type, 'fail_terminal');
+    const data = JSON.parse(last?.data ?? '{}') as { dead_letter_id?: string };
+    assert.match(data.dead_letter_id ?? '', /^[0-9a-f-]{36}$/, 'names its dead letter');
     assert.deepEqual(
-      { ...(JSON.parse(last?.data ?? '{}') as object) },
+      { ...data, dead_letter_id: undefined },
       {
         error_class: 'external_5xx',
         message: 'the LLM endpoint answered HTTP 500',
         attempts: 3,
-        reason: 'attempts_exhausted',
+        reason: 'dead_letter',
+        dead_letter_id: undefined,
+        dead_letter_reason: 'attempts_exhausted',
       },
     );
     assert.equal(events.filter((e) => e.type === 'fail_retryable').length, 2);

@@ -45,6 +45,9 @@ const ADMIN_SERVICE_METHODS = [
   'CreateApiKey',
   'ListApiKeys',
   'RevokeApiKey',
+  'ListDeadLetters',
+  'RedriveDeadLetters',
+  'PurgeDeadLetters',
 ];
 
 // ---------------------------------------------------------------------------------------------
@@ -468,14 +471,19 @@ describe('gRPC surface through server reflection', () => {
     }
   });
 
-  it('serves AdminService descriptors that resolve strictly and describe all five methods', async () => {
+  it('serves AdminService descriptors that resolve strictly and describe all eight methods', async () => {
     const answer = await reflectOne(client, v1, {
       file_containing_symbol: 'sluice.v1.AdminService',
     });
     const { files, definitions } = strictDefinitions(filesOf(answer));
     assert.deepEqual(
       [...files.keys()],
-      ['sluice/v1/admin_service.proto', 'google/protobuf/timestamp.proto'],
+      [
+        'sluice/v1/admin_service.proto',
+        'google/protobuf/timestamp.proto',
+        'sluice/v1/task.proto',
+        'google/protobuf/duration.proto',
+      ],
     );
     const serviceFile = files.get('sluice/v1/admin_service.proto');
     const service = serviceFile?.service.find((s) => s.name === 'AdminService');

@@ -66,6 +66,8 @@ export interface Command {
   readonly name: string;
   /** Names of the positional arguments, all required, e.g. `['id']`. */
   readonly args: readonly string[];
+  /** The last argument takes one or more values (`<id…>`); `run` gets them all in `args`. */
+  readonly variadic?: boolean;
   /** Its own options (the global ones — address, API key, JSON, help — are added). */
   readonly options: OptionSpec;
   /** The argument part of the synopsis, e.g. `<id> [--reason <text>]`. */

@@ -10,6 +10,8 @@ import {
   fromDuration,
   fromTimestamp,
   type ApiKey,
+  type DeadLetter,
+  type RedriveResult,
   type Task,
   type TaskStatus,
   type Tenant,
@@ -427,6 +429,46 @@ export function renderKeyTable(keys: readonly ApiKey[]): string {
     k.revoke_time ? `revoked ${formatTimestamp(k.revoke_time)}` : 'valid',
   ]);
   return table([['KEY', 'PREFIX', 'KIND', 'CREATED', 'STATE'], ...rows]).join('\n');
+}
+
+/** The table of `sluice dlq list`: what failed, why, and whether it was redriven. */
+export function renderDeadLetterTable(letters: readonly DeadLetter[]): string {
+  if (letters.length === 0) return 'no dead letters';
+  const rows = letters.map((l) => [
+    l.dead_letter_id,
+    l.task_id,
+    l.tenant_id,
+    `${l.step} (#${l.step_seq})`,
+    deadLetterReasonWord(l.reason),
+    String(l.attempts),
+    l.error ? oneLine(`${errorClassWord(l.error.error_class)}: ${l.error.message}`) : '',
+    formatTimestamp(l.create_time),
+    l.redrive_time
+      ? `redriven ${formatTimestamp(l.redrive_time)}`
+      : `waiting (task ${statusWord(l.task_status)})`,
+  ]);
+  return table([
+    ['DEAD LETTER', 'TASK', 'TENANT', 'STEP', 'REASON', 'ATTEMPTS', 'ERROR', 'CREATED', 'STATE'],
+    ...rows,
+  ]).join('\n');
+}
+
+/** `DEAD_LETTER_REASON_ATTEMPTS_EXHAUSTED` → `attempts_exhausted`. */
+export function deadLetterReasonWord(reason: string | number): string {
+  const prefix = 'DEAD_LETTER_REASON_';
+  if (typeof reason === 'number') return `reason ${reason}`;
+  return reason.startsWith(prefix) ? reason.slice(prefix.length).toLowerCase() : reason;
+}
+
+/** One line per letter of `sluice dlq redrive`: redriven, or why not. */
+export function renderRedriveResults(results: readonly RedriveResult[]): string {
+  return results
+    .map((r) =>
+      r.redriven
+        ? `redriven ${r.dead_letter_id}: task ${r.task_id} is queued again`
+        : `not redriven ${r.dead_letter_id}: ${r.reason}`,
+    )
+    .join('\n');
 }
 
 /** The lifecycle requests `sluice` makes. */

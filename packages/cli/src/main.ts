@@ -28,6 +28,7 @@ import {
   type Output,
 } from './command.js';
 import { createCommand } from './commands/create.js';
+import { deadLetterCommands } from './commands/dlq.js';
 import { getCommand } from './commands/get.js';
 import { keyCommands } from './commands/keys.js';
 import { lifecycleCommands } from './commands/lifecycle.js';
@@ -52,6 +53,7 @@ export const COMMANDS: readonly Command[] = [
   ...lifecycleCommands,
   ...tenantCommands,
   ...keyCommands,
+  ...deadLetterCommands,
 ];
 
 /** Options every command takes. */
@@ -215,7 +217,10 @@ export function parseCommandLine(
   }
   if (strict.values['help'] === true) return { help: true, command };
   const args = strict.positionals.slice(words);
-  if (args.length !== command.args.length) {
+  const fits = command.variadic
+    ? args.length >= command.args.length
+    : args.length === command.args.length;
+  if (!fits) {
     const expected = command.args.map((a) => `<${a}>`).join(' ') || 'no arguments';
     throw new UsageError(
       args.length < command.args.length

@@ -22,6 +22,7 @@ export type {
 export { migrateDatabase, MIGRATIONS_FOLDER } from './migrate.js';
 export {
   apiKeys,
+  deadLetters,
   leaderEpochs,
   taskEvents,
   taskSteps,
@@ -30,7 +31,7 @@ export {
   tasks,
   tenants,
 } from './schema.js';
-export type { ManifestStep, PendingApproval } from './schema.js';
+export type { DeadLetterReason, ManifestStep, PendingApproval } from './schema.js';
 export { applyTransition, applyTransitions } from './transition.js';
 export type { TransitionPatch, TransitionRequest, TransitionResult } from './transition.js';
 export { createApiKey, createTenant, findKeyOwner, hashApiKey } from './queries/tenants.js';
@@ -113,3 +114,24 @@ export { ADMISSION_RATE_WINDOW_MS, estimateWaitMs, queueStanding } from './queri
 export type { QueueStanding } from './queries/queue.js';
 export { latestApproval, outputsBefore, recordStepProgress } from './queries/step-context.js';
 export type { RecordedApproval, StepPlace, StepProgress } from './queries/step-context.js';
+export {
+  deadLettersOfTask,
+  insertDeadLetter,
+  listDeadLetters,
+  lockDeadLetter,
+  markDeadLetterRedriven,
+  purgeDeadLetters,
+} from './queries/dead-letters.js';
+export type {
+  DeadLetterCursor,
+  DeadLetterRecord,
+  ListDeadLettersQuery,
+  NewDeadLetter,
+} from './queries/dead-letters.js';
+export { failLostStep, findStaleSteps, requeueLostStep } from './queries/reconcile.js';
+export type {
+  FindStaleStepsOptions,
+  SeenStep,
+  StaleStep,
+  StaleStepKind,
+} from './queries/reconcile.js';

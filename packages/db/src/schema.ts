@@ -212,6 +212,10 @@ export const taskSteps = pgTable(
     index('task_steps_ready_idx')
       .on(t.priority, t.dueAt, t.id)
       .where(sql`${t.status} = 'ready'`),
+    // The steps in flight: what the reconciler scans, without reading finished ones.
+    index('task_steps_in_flight_idx')
+      .on(t.id)
+      .where(sql`${t.status} in ('dispatched', 'running')`),
     // Recent admissions per priority: the rate behind GetTask's estimated wait.
     index('task_steps_dispatched_idx').on(t.priority, t.dispatchedAt),
     index('task_steps_unapplied_idx')
@@ -288,3 +292,43 @@ export const leaderEpochs = pgTable('leader_epochs', {
   holder: text('holder').notNull(),
   updatedAt: timestamp('updated_at', { withTimezone: true }).notNull().defaultNow(),
 });
+
+/** Why a dead letter was written. */
+export type DeadLetterReason = 'attempts_exhausted' | 'max_deliveries' | 'terminated';
+
+/**
+ * Dead letters: work that ended where no retry reaches it, kept for people to inspect, redrive or
+ * purge. Written by the scheduler when a step's attempts run out (`attempts_exhausted`), and by the
+ * advisory worker for a step message JetStream gave up on (`max_deliveries`, `terminated`), which
+ * also records the message's stream sequence. Purging deletes the row.
+ */
+export const deadLetters = pgTable(
+  'dead_letters',
+  {
+    id: uuid('id').primaryKey().defaultRandom(),
+    taskId: uuid('task_id')
+      .notNull()
+      .references(() => tasks.id),
+    tenantId: text('tenant_id').notNull(),
+    step: text('step').notNull(),
+    stepSeq: integer('step_seq').notNull(),
+    reason: text('reason').$type<DeadLetterReason>().notNull(),
+    error: jsonb('error').$type<SerializedStepError>().notNull(),
+    attempts: integer('attempts').notNull(),
+    /** JetStream stream sequence of the step message, for letters from the advisory path. */
+    streamSeq: bigint('stream_seq', { mode: 'number' }),
+    // Millisecond precision, like the JavaScript Date of a page token, so keyset pages are exact.
+    createdAt: timestamp('created_at', { withTimezone: true, precision: 3 }).notNull().defaultNow(),
+    /** When a redrive retried the task; `null` while the letter waits for a decision. */
+    redrivenAt: timestamp('redriven_at', { withTimezone: true }),
+  },
+  (t) => [
+    index('dead_letters_created_idx').on(t.createdAt, t.id),
+    index('dead_letters_tenant_created_idx').on(t.tenantId, t.createdAt, t.id),
+    index('dead_letters_task_idx').on(t.taskId),
+    check(
+      'dead_letters_reason_ck',
+      sql`${t.reason} in ('attempts_exhausted', 'max_deliveries', 'terminated')`,
+    ),
+  ],
+);

@@ -3,7 +3,13 @@
  * wakes the scheduler, answers reads from Postgres and streams task events to watchers.
  */
 import type { NatsConnection } from '@nats-io/transport-node';
-import { closeNats, connectNats, createBusCatalog, ensureTopology } from '@sluice/bus';
+import {
+  closeNats,
+  connectNats,
+  createBusCatalog,
+  encodeMessage,
+  ensureTopology,
+} from '@sluice/bus';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { migrateDatabase, openDatabase } from '@sluice/db';
 import {
@@ -76,7 +82,15 @@ export async function startGateway(
         maxInputBytes: config.SLUICE_MAX_INPUT_BYTES,
         watchRecheckMs: config.SLUICE_WATCH_RECHECK_MS,
       }),
-      adminService: createAdminService({ db: database.db, log: logger }),
+      adminService: createAdminService({
+        db: database.db,
+        log: logger,
+        wakeScheduler: () =>
+          nc?.publish(
+            catalog.subjects.wake('scheduler'),
+            encodeMessage({ type: 'wake', reason: 'dead_letters.redrive' }),
+          ),
+      }),
       onCallFinished: (call) => {
         const method = call.method.slice(call.method.lastIndexOf('/') + 1);
         metrics.grpcRequests.inc({ method, code: String(call.code) });

@@ -1,7 +1,8 @@
 /**
  * The scheduler: admits ready steps and dispatches them, turns recorded outcomes into transitions,
- * and — while it holds the relay lease — relays task events. Several replicas may run: claims use
- * `SKIP LOCKED`, and one lease holder relays at a time.
+ * — while it holds the relay lease — relays task events, and — while it holds the reconciler lease —
+ * dispatches again steps whose dispatch was lost. Several replicas may run: claims use
+ * `SKIP LOCKED`, and one lease holder relays (and one reconciles) at a time.
  */
 import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
@@ -30,6 +31,7 @@ import type { SchedulerConfig } from './config.js';
 import { dispatchBatch } from './dispatcher.js';
 import { relayEventBatch } from './event-relay.js';
 import { applyOutcomeBatch } from './outcome-applier.js';
+import { createReconciler } from './reconciler.js';
 import { settleBatch } from './settler.js';
 import { fireTimerBatch } from './timer-firer.js';
 
@@ -38,11 +40,16 @@ export interface Scheduler {
   readonly metricsPort: number;
   /** Whether this replica holds the event relay lease now. */
   isRelayLeader(): boolean;
+  /** Whether this replica holds the reconciler lease now. */
+  isReconcilerLeader(): boolean;
   stop(): Promise<void>;
 }
 
 /** The lease key of the event relay in the leases bucket. */
 export const RELAY_LEASE_KEY = 'relay';
+
+/** The lease key of the reconciler in the leases bucket. */
+export const RECONCILER_LEASE_KEY = 'reconciler';
 
 export async function startScheduler(config: SchedulerConfig, log?: Logger): Promise<Scheduler> {
   const logger = log ?? createLogger({ service: 'scheduler', level: config.SLUICE_LOG_LEVEL });
@@ -52,7 +59,9 @@ export async function startScheduler(config: SchedulerConfig, log?: Logger): Pro
   const subscriptions: Subscription[] = [];
   let nc: NatsConnection | undefined;
   let lease: Lease | undefined;
+  let reconcilerLease: Lease | undefined;
   let relay: BatchLoop | undefined;
+  let reconcile: BatchLoop | undefined;
   let metricsServer: MetricsServer | undefined;
   let eventsListener: { unlisten(): Promise<void> } | undefined;
   try {
@@ -63,7 +72,8 @@ export async function startScheduler(config: SchedulerConfig, log?: Logger): Pro
     });
     nc = connection;
     const catalog = createBusCatalog(config.SLUICE_PREFIX);
-    await ensureTopology(await jetstreamManager(nc), catalog);
+    const jsm = await jetstreamManager(nc);
+    await ensureTopology(jsm, catalog);
     const js = jetstream(nc);
     const metrics = createMetrics();
     const common = {
@@ -124,10 +134,11 @@ export async function startScheduler(config: SchedulerConfig, log?: Logger): Pro
     eventsListener = await database.sql.listen(TASK_EVENTS_CHANNEL, () => relay?.wake());
 
     const { leases } = await openKvBuckets(nc, catalog, { leaseTtlMs: config.SLUICE_LEASE_TTL_MS });
+    const holderId = `scheduler-${hostname()}-${process.pid}-${randomUUID().slice(0, 8)}`;
     lease = createLease({
       kv: leases,
       key: RELAY_LEASE_KEY,
-      holderId: `scheduler-${hostname()}-${process.pid}-${randomUUID().slice(0, 8)}`,
+      holderId,
       ttlMs: config.SLUICE_LEASE_TTL_MS,
       onAcquired: (revision) => {
         logger.info({ revision }, 'event relay lease acquired');
@@ -147,31 +158,74 @@ export async function startScheduler(config: SchedulerConfig, log?: Logger): Pro
       onError: (error) => logger.warn({ err: error }, 'event relay lease trouble'),
     });
     await lease.start();
+    reconcilerLease = createLease({
+      kv: leases,
+      key: RECONCILER_LEASE_KEY,
+      holderId,
+      ttlMs: config.SLUICE_LEASE_TTL_MS,
+      onAcquired: (revision) => {
+        logger.info({ revision }, 'reconciler lease acquired');
+        // A fresh reconciler per tenure: its scan starts over from the first step.
+        const reconciler = createReconciler({
+          db: database.db,
+          jsm,
+          catalog,
+          log: logger,
+          batchSize: config.SLUICE_SCHEDULER_BATCH,
+          graceMs: config.SLUICE_DISPATCH_GRACE_MS,
+          staleMs: config.SLUICE_STEP_STALE_MS,
+          maxDispatches: config.SLUICE_MAX_DISPATCHES,
+          onStepsReady: () => dispatcher.wake(),
+          onOutcomesRecorded: () => applier.wake(),
+        });
+        reconcile = startBatchLoop({
+          name: 'reconcile',
+          pollMs: config.SLUICE_RECONCILE_INTERVAL_MS,
+          log: logger,
+          runBatch: async () => (await reconciler.reconcileBatch()).more,
+        });
+      },
+      onLost: async (reason) => {
+        logger.info({ reason }, 'reconciler lease lost');
+        const current = reconcile;
+        reconcile = undefined;
+        await current?.stop();
+      },
+      onError: (error) => logger.warn({ err: error }, 'reconciler lease trouble'),
+    });
+    await reconcilerLease.start();
     metricsServer = await startMetricsServer({
       port: config.SLUICE_METRICS_PORT,
       registry: metrics.registry,
     });
     logger.info(
-      { metrics_port: metricsServer.port, relay_leader: lease.isLeader() },
+      {
+        metrics_port: metricsServer.port,
+        relay_leader: lease.isLeader(),
+        reconciler_leader: reconcilerLease.isLeader(),
+      },
       'scheduler started',
     );
   } catch (error) {
     await Promise.allSettled(loops.map((loop) => loop.stop()));
     await eventsListener?.unlisten();
+    await reconcilerLease?.stop();
     await lease?.stop();
     if (nc) await closeNats(nc);
     await database.close();
     throw error;
   }
 
-  const started = { nc, lease, metricsServer, eventsListener };
+  const started = { nc, lease, reconcilerLease, metricsServer, eventsListener };
   return {
     metricsPort: metricsServer.port,
     isRelayLeader: () => started.lease.isLeader(),
+    isReconcilerLeader: () => started.reconcilerLease.isLeader(),
     async stop() {
       logger.info('scheduler stopping');
       for (const subscription of subscriptions) subscription.unsubscribe();
       await started.eventsListener.unlisten();
+      await started.reconcilerLease.stop();
       await started.lease.stop();
       await Promise.allSettled(loops.map((loop) => loop.stop()));
       await started.metricsServer.stop();

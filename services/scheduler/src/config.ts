@@ -12,8 +12,22 @@ export const SCHEDULER_ENV = {
    * messages and may be lost; this bounds the delay, and finds steps whose due time came).
    */
   SLUICE_SCHEDULER_POLL_MS: intVar(1_000, 10, 60_000),
-  /** Leader lease time-to-live of the event relay. */
+  /** Leader lease time-to-live of the event relay and of the reconciler. */
   SLUICE_LEASE_TTL_MS: intVar(5_000, 1_000, 300_000),
+  /** Longest pause between two reconciler passes (lost steps are found within about this). */
+  SLUICE_RECONCILE_INTERVAL_MS: intVar(5_000, 10, 600_000),
+  /**
+   * A claimed step with no recorded publication older than this was never published (the
+   * scheduler died between claim and publish). Publication takes milliseconds; this is a margin.
+   */
+  SLUICE_DISPATCH_GRACE_MS: intVar(10_000, 10, 600_000),
+  /**
+   * A dispatched or running step with no heartbeat for this long shows no sign of life: JetStream's
+   * ack wait (30 s) plus a margin, so JetStream redelivers first whenever it still can.
+   */
+  SLUICE_STEP_STALE_MS: intVar(45_000, 10, 3_600_000),
+  /** Dispatches per step; a lost step dispatched this often already fails instead. */
+  SLUICE_MAX_DISPATCHES: intVar(10, 1, 1_000),
 };
 
 export type SchedulerConfig = EnvConfig<typeof SCHEDULER_ENV>;

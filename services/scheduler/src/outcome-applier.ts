@@ -22,6 +22,7 @@ import {
   armApprovalTimer,
   findTaskType,
   hasOtherActiveSteps,
+  insertDeadLetter,
   scheduleStepRetry,
   cancelWaitingSteps,
   joinIfComplete,
@@ -30,6 +31,7 @@ import {
   markOutcomesApplied,
   startContinuation,
   type Database,
+  type DeadLetterReason,
   type PendingApproval,
   type TaskRecord,
   type Transaction,
@@ -54,27 +56,32 @@ export interface OutcomeApplierDeps {
 interface Applied {
   readonly stepsAdded: boolean;
   readonly abortTask: boolean;
+  /** The reason of a dead letter written, counted once the transaction commits. */
+  readonly deadLetter?: DeadLetterReason;
 }
 
 const NOTHING: Applied = { stepsAdded: false, abortTask: false };
 
 /** Applies one batch of outcomes in one transaction; true when the batch was full. */
 export async function applyOutcomeBatch(deps: OutcomeApplierDeps): Promise<boolean> {
-  const { count, stepsAdded, aborted } = await deps.db.transaction(async (tx) => {
+  const { count, stepsAdded, aborted, deadLettered } = await deps.db.transaction(async (tx) => {
     const outcomes = await lockUnappliedOutcomes(tx, deps.batchSize);
     let added = false;
     const abort: string[] = [];
+    const letters: DeadLetterReason[] = [];
     for (const outcome of outcomes) {
       const applied = await applyOne(tx, outcome, deps.log);
       added ||= applied.stepsAdded;
       if (applied.abortTask) abort.push(outcome.taskId);
+      if (applied.deadLetter) letters.push(applied.deadLetter);
     }
     await markOutcomesApplied(
       tx,
       outcomes.map((o) => o.stepId),
     );
-    return { count: outcomes.length, stepsAdded: added, aborted: abort };
+    return { count: outcomes.length, stepsAdded: added, aborted: abort, deadLettered: letters };
   });
+  for (const reason of deadLettered) deps.metrics.deadLetterCount.inc({ reason });
   if (stepsAdded) deps.onStepsReady();
   if (aborted.length > 0) deps.abortRunningSteps(aborted);
   return count === deps.batchSize;
@@ -214,6 +221,7 @@ async function retryOrFail(
     random: Math.random(),
   });
   if (!decision.retry) {
+    if (decision.reason === 'attempts_exhausted') return deadLetter(tx, task, recorded, error, log);
     return fail(tx, task, recorded.name, error, log, {
       attempts: recorded.attempts,
       reason: decision.reason,
@@ -245,6 +253,41 @@ async function retryOrFail(
   });
   await addTimer(tx, { taskId: task.id, kind: TimerKind.RetryBackoff, dueAt });
   return NOTHING;
+}
+
+/**
+ * A step whose attempts ran out: its dead letter is written and the task fails with reason
+ * `dead_letter`, in the same transaction, so a task is never failed without its letter (nor the
+ * reverse). The event names the letter, which `AdminService` can redrive.
+ */
+async function deadLetter(
+  tx: Transaction,
+  task: TaskRecord,
+  recorded: UnappliedOutcome,
+  error: SerializedStepError,
+  log: Logger,
+): Promise<Applied> {
+  const reason = 'attempts_exhausted';
+  const id = await insertDeadLetter(tx, {
+    taskId: task.id,
+    tenantId: task.tenantId,
+    step: recorded.name,
+    stepSeq: recorded.seq,
+    reason,
+    error,
+    attempts: recorded.attempts,
+  });
+  log.warn(
+    { task_id: task.id, step: recorded.name, dead_letter_id: id, attempts: recorded.attempts },
+    'step attempts exhausted: dead letter written',
+  );
+  const failed = await fail(tx, task, recorded.name, error, log, {
+    attempts: recorded.attempts,
+    reason: 'dead_letter',
+    dead_letter_id: id,
+    dead_letter_reason: reason,
+  });
+  return { ...failed, deadLetter: reason };
 }
 
 /** Fails the task for good and stops its other steps (waiting ones now, running ones by abort). */

@@ -1,5 +1,5 @@
 /**
- * A typed client of `sluice.v1.AdminService`: tenants and their API keys. It needs an admin key
+ * A typed client of `sluice.v1.AdminService`: tenants, their API keys, and dead letters. It needs an admin key
  * (a tenant's ordinary key is refused with `PERMISSION_DENIED`). Failures are grpc-js
  * `ServiceError`s, as for the task client.
  */
@@ -8,8 +8,12 @@ import {
   type CreateApiKeyResponse,
   type CreateTenantResponse,
   type ListApiKeysResponse,
+  type ListDeadLettersRequest,
+  type ListDeadLettersResponse,
   type ListTenantsRequest,
   type ListTenantsResponse,
+  type PurgeDeadLettersResponse,
+  type RedriveDeadLettersResponse,
   type RevokeApiKeyResponse,
 } from '@sluice/api';
 import { connect, type ClientOptions } from './connection.js';
@@ -32,6 +36,12 @@ export interface AdminClient {
   listApiKeys(tenantId: string): Promise<ListApiKeysResponse>;
   /** Revokes a key at once. */
   revokeApiKey(keyId: string): Promise<RevokeApiKeyResponse>;
+  /** One page of dead letters, oldest first, optionally of one tenant (`tenant_id`). */
+  listDeadLetters(request?: Partial<ListDeadLettersRequest>): Promise<ListDeadLettersResponse>;
+  /** Retries the letters' tasks; one result per distinct id (partial success is normal). */
+  redriveDeadLetters(ids: readonly string[]): Promise<RedriveDeadLettersResponse>;
+  /** Deletes letters; the response names those that existed. */
+  purgeDeadLetters(ids: readonly string[]): Promise<PurgeDeadLettersResponse>;
   close(): void;
 }
 
@@ -46,6 +56,9 @@ export function createAdminClient(options: AdminClientOptions): AdminClient {
       unary('CreateApiKey', { tenant_id: tenantId, admin }),
     listApiKeys: (tenantId) => unary('ListApiKeys', { tenant_id: tenantId }),
     revokeApiKey: (keyId) => unary('RevokeApiKey', { key_id: keyId }),
+    listDeadLetters: (request = {}) => unary('ListDeadLetters', request),
+    redriveDeadLetters: (ids) => unary('RedriveDeadLetters', { dead_letter_ids: [...ids] }),
+    purgeDeadLetters: (ids) => unary('PurgeDeadLetters', { dead_letter_ids: [...ids] }),
     close,
   };
 }

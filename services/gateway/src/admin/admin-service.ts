@@ -1,8 +1,9 @@
 /**
- * The business handlers of `sluice.v1.AdminService`: tenants and their API keys.
+ * The business handlers of `sluice.v1.AdminService`: tenants, their API keys, and dead letters.
  *
  * Every call first proves the caller holds an admin key (`admin-auth.ts`), then validates the
- * request, then makes one write at most, so a refused call changes nothing. Secrets are returned
+ * request, then makes one write at most, so a refused call changes nothing (a redrive writes
+ * once per letter: one transaction each). Secrets are returned
  * once by `CreateApiKey` and never logged: log lines name keys by id and prefix.
  */
 import { isSluiceError, tenantIdProblem } from '@sluice/core';
@@ -12,7 +13,9 @@ import {
   isUuid,
   issueApiKey,
   listApiKeys,
+  listDeadLetters,
   listTenants,
+  purgeDeadLetters,
   revokeApiKey,
   type Database,
 } from '@sluice/db';
@@ -20,6 +23,8 @@ import type { Logger } from '@sluice/telemetry';
 import { alreadyExists, failedPrecondition, invalidArgument, notFound } from '../grpc/index.js';
 import type { AdminServiceHandlers } from '../grpc/admin-service.js';
 import { authenticateAdmin } from './admin-auth.js';
+import { decodeDeadLetterPageToken, encodeDeadLetterPageToken } from './dead-letter-page-token.js';
+import { describeDeadLetter, redriveDeadLetter } from './dead-letters.js';
 import { apiKeyToApi, tenantToApi } from './mapping.js';
 import { decodeTenantPageToken, encodeTenantPageToken } from './tenant-page-token.js';
 
@@ -27,6 +32,8 @@ import { decodeTenantPageToken, encodeTenantPageToken } from './tenant-page-toke
 export interface AdminServiceDeps {
   readonly db: Database;
   readonly log: Logger;
+  /** Tells the scheduler it has work (after a redrive queued steps). */
+  readonly wakeScheduler: () => void;
 }
 
 /** Longest accepted display name, in characters (code points). */
@@ -35,6 +42,12 @@ export const MAX_DISPLAY_NAME_LENGTH = 200;
 export const DEFAULT_TENANT_PAGE_SIZE = 100;
 /** The most tenants one `ListTenants` page holds; larger requests are lowered to it. */
 export const MAX_TENANT_PAGE_SIZE = 1_000;
+/** Page size of `ListDeadLetters` when the caller gives none. */
+export const DEFAULT_DEAD_LETTER_PAGE_SIZE = 50;
+/** The most letters one `ListDeadLetters` page holds; larger requests are lowered to it. */
+export const MAX_DEAD_LETTER_PAGE_SIZE = 500;
+/** The most ids one `RedriveDeadLetters` or `PurgeDeadLetters` call may name. */
+export const MAX_DEAD_LETTER_IDS = 100;
 
 /** Creates the AdminService handlers. */
 export function createAdminService(deps: AdminServiceDeps): AdminServiceHandlers {
@@ -133,7 +146,83 @@ export function createAdminService(deps: AdminServiceDeps): AdminServiceHandlers
       );
       return { key: apiKeyToApi(revoked) };
     },
+
+    async ListDeadLetters(call) {
+      await authenticateAdmin(db, call.metadata);
+      const { page_size: pageSize, page_token: pageToken, tenant_id: tenantId } = call.request;
+      if (pageSize < 0) throw invalidArgument('page_size', 'page_size must not be negative');
+      if (tenantId !== '') checkTenantId(tenantId);
+      const limit =
+        pageSize === 0
+          ? DEFAULT_DEAD_LETTER_PAGE_SIZE
+          : Math.min(pageSize, MAX_DEAD_LETTER_PAGE_SIZE);
+      const after = pageToken === '' ? undefined : decodeDeadLetterPageToken(pageToken, tenantId);
+      if (after === null) {
+        throw invalidArgument('page_token', 'page_token is not one ListDeadLetters issued');
+      }
+      // One row more than the page tells whether another page follows.
+      const rows = await listDeadLetters(db, {
+        limit: limit + 1,
+        ...(after ? { after } : {}),
+        ...(tenantId === '' ? {} : { tenantId }),
+      });
+      const page = rows.slice(0, limit);
+      const last = page.at(-1);
+      const letters = [];
+      for (const letter of page) letters.push(await describeDeadLetter(db, letter));
+      return {
+        dead_letters: letters,
+        next_page_token:
+          rows.length > limit && last ? encodeDeadLetterPageToken(last, tenantId) : '',
+      };
+    },
+
+    async RedriveDeadLetters(call) {
+      const caller = await authenticateAdmin(db, call.metadata);
+      const ids = checkDeadLetterIds(call.request.dead_letter_ids);
+      const results = [];
+      let wake = false;
+      try {
+        for (const id of ids) {
+          const redrive = await redriveDeadLetter(db, id);
+          results.push(redrive.result);
+          wake ||= redrive.wakeScheduler;
+        }
+      } finally {
+        // Letters redriven before a failure are committed: their steps must not wait for a poll.
+        if (wake) deps.wakeScheduler();
+      }
+      log.info(
+        {
+          redriven: results.filter((r) => r.redriven).map((r) => r.dead_letter_id),
+          refused: results.filter((r) => !r.redriven).length,
+          by_tenant: caller.tenantId,
+        },
+        'dead letters redriven',
+      );
+      return { results };
+    },
+
+    async PurgeDeadLetters(call) {
+      const caller = await authenticateAdmin(db, call.metadata);
+      const ids = checkDeadLetterIds(call.request.dead_letter_ids);
+      const purged = await purgeDeadLetters(db, ids);
+      log.info({ purged, by_tenant: caller.tenantId }, 'dead letters purged');
+      return { purged_ids: purged };
+    },
   };
+}
+
+/** The requested letter ids, each once; `INVALID_ARGUMENT` unless 1 to 100 UUIDs. */
+function checkDeadLetterIds(ids: readonly string[]): string[] {
+  const field = 'dead_letter_ids';
+  if (ids.length === 0) throw invalidArgument(field, 'dead_letter_ids must name a letter');
+  if (ids.length > MAX_DEAD_LETTER_IDS) {
+    throw invalidArgument(field, `dead_letter_ids may name at most ${MAX_DEAD_LETTER_IDS} letters`);
+  }
+  const bad = ids.find((id) => !isUuid(id));
+  if (bad !== undefined) throw invalidArgument(field, `dead letter id ${bad} is not a UUID`);
+  return [...new Set(ids.map((id) => id.toLowerCase()))];
 }
 
 /** Throws `INVALID_ARGUMENT` naming `tenant_id` unless it is a well-formed tenant id. */

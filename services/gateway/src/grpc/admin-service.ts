@@ -8,8 +8,14 @@ import type {
   CreateTenantResponse,
   ListApiKeysRequest,
   ListApiKeysResponse,
+  ListDeadLettersRequest,
+  ListDeadLettersResponse,
   ListTenantsRequest,
   ListTenantsResponse,
+  PurgeDeadLettersRequest,
+  PurgeDeadLettersResponse,
+  RedriveDeadLettersRequest,
+  RedriveDeadLettersResponse,
   RevokeApiKeyRequest,
   RevokeApiKeyResponse,
 } from '@sluice/api';
@@ -29,6 +35,9 @@ export interface AdminServiceHandlers {
   CreateApiKey: UnaryMethod<CreateApiKeyRequest, CreateApiKeyResponse>;
   ListApiKeys: UnaryMethod<ListApiKeysRequest, ListApiKeysResponse>;
   RevokeApiKey: UnaryMethod<RevokeApiKeyRequest, RevokeApiKeyResponse>;
+  ListDeadLetters: UnaryMethod<ListDeadLettersRequest, ListDeadLettersResponse>;
+  RedriveDeadLetters: UnaryMethod<RedriveDeadLettersRequest, RedriveDeadLettersResponse>;
+  PurgeDeadLetters: UnaryMethod<PurgeDeadLettersRequest, PurgeDeadLettersResponse>;
 }
 
 /** The name of an `AdminService` RPC. */
@@ -41,4 +50,7 @@ export const ADMIN_SERVICE_METHOD_KINDS = {
   CreateApiKey: 'unary',
   ListApiKeys: 'unary',
   RevokeApiKey: 'unary',
+  ListDeadLetters: 'unary',
+  RedriveDeadLetters: 'unary',
+  PurgeDeadLetters: 'unary',
 } as const satisfies Record<AdminServiceMethodName, 'unary' | 'server_streaming'>;

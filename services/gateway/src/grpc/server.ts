@@ -217,6 +217,9 @@ function adminServiceImplementation(
     CreateApiKey: unary('CreateApiKey', handlers.CreateApiKey),
     ListApiKeys: unary('ListApiKeys', handlers.ListApiKeys),
     RevokeApiKey: unary('RevokeApiKey', handlers.RevokeApiKey),
+    ListDeadLetters: unary('ListDeadLetters', handlers.ListDeadLetters),
+    RedriveDeadLetters: unary('RedriveDeadLetters', handlers.RedriveDeadLetters),
+    PurgeDeadLetters: unary('PurgeDeadLetters', handlers.PurgeDeadLetters),
   } satisfies Record<keyof AdminServiceHandlers, unknown>;
 }
 

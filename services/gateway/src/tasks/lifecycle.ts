@@ -96,13 +96,30 @@ export function retryTask(db: Database, target: LifecycleTarget): Promise<Lifecy
   return db.transaction(async (tx) => {
     const task = await lockOwnTask(tx, target);
     if (!task) return { ok: false, code: 'not_found', reason: 'task not found' };
-    const result = await applyTransition(tx, { ...target, event: { type: 'retry' } });
-    if (!result.ok) return refused(result);
-    // Succeeded steps are kept; failed and cancelled ones run again in the new attempt. A task
-    // whose pending work was an approval is asked again by the scheduler.
-    const rerun = await rerunUnfinishedSteps(tx, { ...task, attempt: task.attempt + 1 });
-    return { ...DONE, wakeScheduler: rerun.length > 0 || task.approval !== null };
+    return retryLockedTask(tx, task);
   });
+}
+
+/**
+ * Retries a task whose row the transaction has locked (RetryTask, and a dead letter's redrive):
+ * the `retry` transition, with `data` on its event, and the steps it runs again.
+ */
+export async function retryLockedTask(
+  tx: Transaction,
+  task: TaskRecord,
+  data?: Record<string, Json>,
+): Promise<LifecycleResult> {
+  const result = await applyTransition(tx, {
+    taskId: task.id,
+    tenantId: task.tenantId,
+    event: { type: 'retry' },
+    ...(data ? { data } : {}),
+  });
+  if (!result.ok) return refused(result);
+  // Succeeded steps are kept; failed and cancelled ones run again in the new attempt. A task
+  // whose pending work was an approval is asked again by the scheduler.
+  const rerun = await rerunUnfinishedSteps(tx, { ...task, attempt: task.attempt + 1 });
+  return { ...DONE, wakeScheduler: rerun.length > 0 || task.approval !== null };
 }
 
 export function decideApproval(

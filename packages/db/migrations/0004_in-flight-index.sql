@@ -1,0 +1,1 @@
+CREATE INDEX "task_steps_in_flight_idx" ON "task_steps" USING btree ("id") WHERE "task_steps"."status" in ('dispatched', 'running');

@@ -1,0 +1,148 @@
+/**
+ * The outcome applier's dead-letter path against the real Postgres: a failed step whose attempts
+ * ran out writes its dead letter and fails the task (reason `dead_letter`) in one transaction and
+ * counts it; a step with attempts left, or an error that is never retried, writes no letter.
+ */
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import type { SerializedStepError } from '@sluice/core';
+import {
+  createTask,
+  createTenant,
+  deadLettersOfTask,
+  listTaskEvents,
+  migrateDatabase,
+  openDatabase,
+  registerTaskType,
+  type DatabaseHandle,
+  type TaskTypeManifest,
+} from '@sluice/db';
+import { createTestDatabase, migratedTemplate, type TestDatabase } from '@sluice/db/testing';
+import { createLogger, createMetrics, type Metrics } from '@sluice/telemetry';
+import { applyOutcomeBatch } from './outcome-applier.js';
+
+const MAX_ATTEMPTS = 3;
+const manifest: TaskTypeManifest = {
+  name: 'flaky',
+  version: 1,
+  description: '',
+  inputSchema: { type: 'object' },
+  firstStep: 'call',
+  steps: [{ name: 'call', resource: 'llm', timeoutMs: 1_000, maxAttempts: MAX_ATTEMPTS }],
+};
+const serverError: SerializedStepError = {
+  errorClass: 'external_5xx',
+  message: 'HTTP 503',
+  retryable: true,
+};
+
+let database: TestDatabase;
+let handle: DatabaseHandle;
+
+before(async () => {
+  database = await createTestDatabase({ template: await migratedTemplate(migrateDatabase) });
+  handle = openDatabase(database.url, { max: 4 });
+  await createTenant(handle.db, { id: 'acme' });
+  await registerTaskType(handle.db, manifest);
+});
+
+after(async () => {
+  await handle?.close();
+  await database?.drop();
+});
+
+/** A running task whose only step ran `attempts` times and recorded a failure; its id. */
+async function failedTask(attempts: number, error: SerializedStepError): Promise<string> {
+  const { task } = await createTask(handle.db, {
+    tenantId: 'acme',
+    taskType: manifest,
+    priority: 2,
+    input: {},
+  });
+  // Only the applier is under test: the rows say what dispatch and executor would have left.
+  await handle.sql`update tasks set status = 'running', started_at = now() where id = ${task.id}`;
+  await handle.sql`
+    update task_steps
+    set status = 'failed', attempts = ${attempts}, finished_at = now(),
+        outcome = ${JSON.stringify({ type: 'failed', error })}::jsonb
+    where task_id = ${task.id}`;
+  return task.id;
+}
+
+/** Applies every recorded outcome with `metrics`. */
+async function applyAll(metrics: Metrics): Promise<void> {
+  const deps = {
+    db: handle.db,
+    log: createLogger({ service: 'outcome-applier-test', level: 'silent' }),
+    metrics,
+    batchSize: 10,
+    onStepsReady: () => undefined,
+    abortRunningSteps: () => undefined,
+  };
+  while (await applyOutcomeBatch(deps));
+}
+
+async function deadLetterCount(metrics: Metrics): Promise<number> {
+  const metric = await metrics.deadLetterCount.get();
+  return metric.values.find((v) => v.labels['reason'] === 'attempts_exhausted')?.value ?? 0;
+}
+
+async function statusOf(taskId: string): Promise<string | undefined> {
+  const [row] = await handle.sql<
+    { status: string }[]
+  >`select status from tasks where id = ${taskId}`;
+  return row?.status;
+}
+
+describe('outcome applier: dead letters', () => {
+  it('writes a dead letter and fails the task with reason dead_letter when attempts run out', async () => {
+    const metrics = createMetrics();
+    const taskId = await failedTask(MAX_ATTEMPTS, serverError);
+    await applyAll(metrics);
+
+    assert.equal(await statusOf(taskId), 'failed_terminal');
+    const letters = await deadLettersOfTask(handle.db, taskId);
+    assert.equal(letters.length, 1);
+    const [letter] = letters;
+    assert.equal(letter?.reason, 'attempts_exhausted');
+    assert.equal(letter?.step, 'call');
+    assert.equal(letter?.stepSeq, 1);
+    assert.equal(letter?.attempts, MAX_ATTEMPTS);
+    assert.deepEqual(letter?.error, serverError);
+    const last = (await listTaskEvents(handle.db, taskId, 0)).at(-1);
+    assert.equal(last?.type, 'fail_terminal');
+    assert.deepEqual(last?.data, {
+      error_class: 'external_5xx',
+      message: 'HTTP 503',
+      attempts: MAX_ATTEMPTS,
+      reason: 'dead_letter',
+      dead_letter_id: letter?.id ?? '',
+      dead_letter_reason: 'attempts_exhausted',
+    });
+    assert.equal(await deadLetterCount(metrics), 1, 'counted once');
+  });
+
+  it('writes no letter while attempts are left', async () => {
+    const metrics = createMetrics();
+    const taskId = await failedTask(1, serverError);
+    await applyAll(metrics);
+    assert.equal(await statusOf(taskId), 'failed_retryable');
+    assert.deepEqual(await deadLettersOfTask(handle.db, taskId), []);
+    assert.equal(await deadLetterCount(metrics), 0);
+  });
+
+  it('fails an error that is never retried without a letter', async () => {
+    const metrics = createMetrics();
+    const taskId = await failedTask(1, {
+      errorClass: 'permission_denied',
+      message: 'HTTP 403',
+      retryable: false,
+    });
+    await applyAll(metrics);
+    assert.equal(await statusOf(taskId), 'failed_terminal');
+    assert.deepEqual(await deadLettersOfTask(handle.db, taskId), []);
+    const last = (await listTaskEvents(handle.db, taskId, 0)).at(-1);
+    assert.equal(last?.data?.['reason'], 'not_retryable');
+    assert.equal(await deadLetterCount(metrics), 0);
+  });
+});
