@@ -1,8 +1,9 @@
 /**
  * The scheduler: admits ready steps and dispatches them, turns recorded outcomes into transitions,
  * — while it holds the relay lease — relays task events, and — while it holds the reconciler lease —
- * dispatches again steps whose dispatch was lost. Several replicas may run: claims use
- * `SKIP LOCKED`, and one lease holder relays (and one reconciles) at a time.
+ * dispatches again steps whose dispatch was lost, and — while it holds the dead-letter lease — turns
+ * JetStream's max-deliveries advisories into dead letters. Several replicas may run: claims use
+ * `SKIP LOCKED`, and one lease holder relays (one reconciles, one handles advisories) at a time.
  */
 import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
@@ -14,6 +15,7 @@ import {
   createBusCatalog,
   createLease,
   encodeMessage,
+  ensureDeadLetterConsumer,
   ensureTopology,
   openKvBuckets,
   type Lease,
@@ -26,6 +28,7 @@ import {
   type Logger,
   type MetricsServer,
 } from '@sluice/telemetry';
+import { handleAdvisoryBatch } from './advisory-worker.js';
 import { startBatchLoop, type BatchLoop } from './batch-loop.js';
 import type { SchedulerConfig } from './config.js';
 import { dispatchBatch } from './dispatcher.js';
@@ -42,6 +45,8 @@ export interface Scheduler {
   isRelayLeader(): boolean;
   /** Whether this replica holds the reconciler lease now. */
   isReconcilerLeader(): boolean;
+  /** Whether this replica holds the dead-letter (advisory worker) lease now. */
+  isDeadLetterLeader(): boolean;
   stop(): Promise<void>;
 }
 
@@ -50,6 +55,9 @@ export const RELAY_LEASE_KEY = 'relay';
 
 /** The lease key of the reconciler in the leases bucket. */
 export const RECONCILER_LEASE_KEY = 'reconciler';
+
+/** The lease key of the advisory worker (dead letters from JetStream) in the leases bucket. */
+export const DEAD_LETTER_LEASE_KEY = 'dead_letters';
 
 export async function startScheduler(config: SchedulerConfig, log?: Logger): Promise<Scheduler> {
   const logger = log ?? createLogger({ service: 'scheduler', level: config.SLUICE_LOG_LEVEL });
@@ -60,8 +68,10 @@ export async function startScheduler(config: SchedulerConfig, log?: Logger): Pro
   let nc: NatsConnection | undefined;
   let lease: Lease | undefined;
   let reconcilerLease: Lease | undefined;
+  let deadLetterLease: Lease | undefined;
   let relay: BatchLoop | undefined;
   let reconcile: BatchLoop | undefined;
+  let advisories: BatchLoop | undefined;
   let metricsServer: MetricsServer | undefined;
   let eventsListener: { unlisten(): Promise<void> } | undefined;
   try {
@@ -74,6 +84,7 @@ export async function startScheduler(config: SchedulerConfig, log?: Logger): Pro
     const catalog = createBusCatalog(config.SLUICE_PREFIX);
     const jsm = await jetstreamManager(nc);
     await ensureTopology(jsm, catalog);
+    await ensureDeadLetterConsumer(jsm, catalog);
     const js = jetstream(nc);
     const metrics = createMetrics();
     const common = {
@@ -194,6 +205,37 @@ export async function startScheduler(config: SchedulerConfig, log?: Logger): Pro
       onError: (error) => logger.warn({ err: error }, 'reconciler lease trouble'),
     });
     await reconcilerLease.start();
+    deadLetterLease = createLease({
+      kv: leases,
+      key: DEAD_LETTER_LEASE_KEY,
+      holderId,
+      ttlMs: config.SLUICE_LEASE_TTL_MS,
+      onAcquired: (revision) => {
+        logger.info({ revision }, 'dead-letter lease acquired');
+        // Each batch waits for advisories (a short fetch), so the poll interval adds no delay.
+        advisories = startBatchLoop({
+          name: 'advisories',
+          pollMs: config.SLUICE_SCHEDULER_POLL_MS,
+          log: logger,
+          runBatch: () =>
+            handleAdvisoryBatch({
+              ...common,
+              js,
+              jsm,
+              catalog,
+              onOutcomesRecorded: () => applier.wake(),
+            }),
+        });
+      },
+      onLost: async (reason) => {
+        logger.info({ reason }, 'dead-letter lease lost');
+        const current = advisories;
+        advisories = undefined;
+        await current?.stop();
+      },
+      onError: (error) => logger.warn({ err: error }, 'dead-letter lease trouble'),
+    });
+    await deadLetterLease.start();
     metricsServer = await startMetricsServer({
       port: config.SLUICE_METRICS_PORT,
       registry: metrics.registry,
@@ -203,12 +245,14 @@ export async function startScheduler(config: SchedulerConfig, log?: Logger): Pro
         metrics_port: metricsServer.port,
         relay_leader: lease.isLeader(),
         reconciler_leader: reconcilerLease.isLeader(),
+        dead_letter_leader: deadLetterLease.isLeader(),
       },
       'scheduler started',
     );
   } catch (error) {
     await Promise.allSettled(loops.map((loop) => loop.stop()));
     await eventsListener?.unlisten();
+    await deadLetterLease?.stop();
     await reconcilerLease?.stop();
     await lease?.stop();
     if (nc) await closeNats(nc);
@@ -216,15 +260,17 @@ export async function startScheduler(config: SchedulerConfig, log?: Logger): Pro
     throw error;
   }
 
-  const started = { nc, lease, reconcilerLease, metricsServer, eventsListener };
+  const started = { nc, lease, reconcilerLease, deadLetterLease, metricsServer, eventsListener };
   return {
     metricsPort: metricsServer.port,
     isRelayLeader: () => started.lease.isLeader(),
     isReconcilerLeader: () => started.reconcilerLease.isLeader(),
+    isDeadLetterLeader: () => started.deadLetterLease.isLeader(),
     async stop() {
       logger.info('scheduler stopping');
       for (const subscription of subscriptions) subscription.unsubscribe();
       await started.eventsListener.unlisten();
+      await started.deadLetterLease.stop();
       await started.reconcilerLease.stop();
       await started.lease.stop();
       await Promise.allSettled(loops.map((loop) => loop.stop()));
