@@ -10,13 +10,14 @@ import { fileURLToPath } from 'node:url';
 import { after, before, describe, it } from 'node:test';
 import { status as grpcStatus } from '@grpc/grpc-js';
 import { toTimestamp, type Task, type TaskEvent, type TaskStatus as ApiStatus } from '@sluice/api';
-import { createBusCatalog, decodeMessageOf, encodeMessage } from '@sluice/bus';
-import { AckPolicy, DeliverPolicy, jetstream, jetstreamManager } from '@nats-io/jetstream';
-import { connect, nanos } from '@nats-io/transport-node';
+import { createBusCatalog, encodeMessage } from '@sluice/bus';
+import { jetstream, jetstreamManager } from '@nats-io/jetstream';
+import { connect } from '@nats-io/transport-node';
 import { natsUrl } from '@sluice/bus/testing';
 import { decideTransition, type TaskEvent as CoreEvent, type TaskStatus } from '@sluice/core';
 import type { DatabaseHandle } from '@sluice/db';
 import type { TaskClient } from '@sluice/sdk/client';
+import { replayTaskEvents } from '../support/nats-events.js';
 import { startE2eStack, type E2eStack } from '../support/e2e-stack.js';
 import { assertHistoryInTable, historyEntries } from '../support/history.js';
 import { startLatchServer, type LatchServer } from '../support/latch-server.js';
@@ -502,28 +503,8 @@ describe('watching', () => {
 
 /** The sequences of a task's events in the events stream, read by a consumer made afterwards. */
 async function natsEventSeqs(taskId: string, expected: number): Promise<number[]> {
-  const nc = await connect({ servers: natsUrl() });
-  try {
-    const catalog = createBusCatalog(prefix);
-    const { name } = await (
-      await jetstreamManager(nc)
-    ).consumers.add(catalog.streams.events, {
-      filter_subject: catalog.subjects.events('acme', taskId),
-      ack_policy: AckPolicy.None,
-      deliver_policy: DeliverPolicy.All,
-      inactive_threshold: nanos(60_000),
-    });
-    const consumer = await jetstream(nc).consumers.get(catalog.streams.events, name);
-    const seqs: number[] = [];
-    const deadline = Date.now() + 30_000;
-    while (seqs.length < expected && Date.now() < deadline) {
-      const message = await consumer.next({ expires: 2_000 });
-      if (message) seqs.push(decodeMessageOf('task.event', message.subject, message.data).seq);
-    }
-    return seqs;
-  } finally {
-    await nc.close();
-  }
+  const notices = await replayTaskEvents({ prefix, tenantId: 'acme', taskId, count: expected });
+  return notices.map((notice) => notice.seq);
 }
 
 describe('requests the table does not allow', () => {

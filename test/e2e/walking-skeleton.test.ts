@@ -10,14 +10,11 @@ import type { AddressInfo } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import { status as grpcStatus } from '@grpc/grpc-js';
 import type { DatabaseHandle } from '@sluice/db';
-import { natsUrl } from '@sluice/bus/testing';
-import { createBusCatalog, decodeMessageOf } from '@sluice/bus';
-import { AckPolicy, DeliverPolicy, jetstream, jetstreamManager } from '@nats-io/jetstream';
-import { connect, nanos } from '@nats-io/transport-node';
 import type { TaskClient } from '@sluice/sdk/client';
 import { fromTimestamp, type TaskEvent } from '@sluice/api';
 import { startFakeLlmServer, type FakeLlmServer } from '../support/fake-llm-server.js';
 import { startFakeWebServer, type FakeWebServer } from '../support/fake-web-server.js';
+import { replayTaskEvents } from '../support/nats-events.js';
 import { startE2eStack, type E2eStack } from '../support/e2e-stack.js';
 import { assertHistoryInTable, historyEntries } from '../support/history.js';
 
@@ -155,36 +152,18 @@ describe('a multi-step task end to end', () => {
       input: inputOf(4),
     });
     const events = await watchToEnd(task.task_id);
-    const nc = await connect({ servers: natsUrl() });
-    try {
-      const catalog = createBusCatalog(prefix);
-      // A consumer created after the fact replays what the relay stored in the stream. (One
-      // filter subject, as nats-server 2.9 allows; v3's ordered consumers need 2.10.)
-      const { name } = await (
-        await jetstreamManager(nc)
-      ).consumers.add(catalog.streams.events, {
-        filter_subject: catalog.subjects.events('acme', task.task_id),
-        ack_policy: AckPolicy.None,
-        deliver_policy: DeliverPolicy.All,
-        inactive_threshold: nanos(60_000),
-      });
-      const consumer = await jetstream(nc).consumers.get(catalog.streams.events, name);
-      const seen: number[] = [];
-      const deadline = Date.now() + 30_000;
-      while (seen.length < events.length && Date.now() < deadline) {
-        const message = await consumer.next({ expires: 2_000 });
-        if (!message) continue;
-        const notice = decodeMessageOf('task.event', message.subject, message.data);
-        assert.equal(notice.task_id, task.task_id);
-        seen.push(notice.seq);
-      }
-      assert.deepEqual(
-        seen,
-        events.map((e) => Number(e.seq)),
-      );
-    } finally {
-      await nc.close();
-    }
+    // A consumer created after the fact replays what the relay stored in the stream.
+    const notices = await replayTaskEvents({
+      prefix,
+      tenantId: 'acme',
+      taskId: task.task_id,
+      count: events.length,
+    });
+    assert.ok(notices.every((notice) => notice.task_id === task.task_id));
+    assert.deepEqual(
+      notices.map((notice) => notice.seq),
+      events.map((e) => Number(e.seq)),
+    );
   });
 
   it('cancels a queued or running task and refuses to cancel a finished one', async () => {
