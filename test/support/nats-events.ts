@@ -5,7 +5,7 @@
  */
 import { AckPolicy, DeliverPolicy, jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { connect, nanos } from '@nats-io/transport-node';
-import { createBusCatalog, decodeMessageOf, type TaskEventNotice } from '@sluice/bus';
+import { createBusCatalog, decodeMessageOf, nextOrNull, type TaskEventNotice } from '@sluice/bus';
 import { natsUrl } from '@sluice/bus/testing';
 
 /** Which task's events, and how many to wait for (at most 30 s). */
@@ -35,7 +35,7 @@ export async function replayTaskEvents(
     const notices: TaskEventNotice[] = [];
     const deadline = Date.now() + 30_000;
     while (notices.length < options.count && Date.now() < deadline) {
-      const message = await consumer.next({ expires: 2_000 });
+      const message = await nextOrNull(consumer, 2_000);
       if (message) notices.push(decodeMessageOf('task.event', message.subject, message.data));
     }
     return notices;

@@ -133,5 +133,8 @@ export {
 } from './publish.js';
 export type { PublishDurableOptions, PublishDurableResult } from './publish.js';
 
+export { fetchEach, nextOrNull, isHeartbeatsMissed } from './fetch.js';
+export type { PullOptions } from './fetch.js';
+
 export { createLease } from './lease.js';
 export type { Lease, LeaseOptions, LeaseLostReason } from './lease.js';

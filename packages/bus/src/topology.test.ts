@@ -6,6 +6,7 @@ import { connect, nanos } from '@nats-io/transport-node';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { isSluiceError } from '@sluice/core';
 import { decodeStepAdvisory } from './advisories.js';
+import { nextOrNull } from './fetch.js';
 import { createBusCatalog } from './catalog.js';
 import type { BusCatalog } from './catalog.js';
 import { stepConsumerSpec, stepsStreamSpec } from './specs.js';
@@ -162,14 +163,14 @@ describe('topology', () => {
     poison.term();
     // On 2.9 the server notices max deliveries only when it would redeliver, i.e. when someone pulls
     // after the ack wait: an executor always is, so pull once more (and get nothing).
-    assert.equal(await p0.next({ expires: 2_500 }), null);
+    assert.equal(await nextOrNull(p0, 2_500), null);
 
     const durable = await ensureDeadLetterConsumer(jsm, c);
     const deadLetters = await js.consumers.get(c.streams.advisories, durable);
     const advisories = [];
     const deadline = Date.now() + 10_000;
     while (advisories.length < 2 && Date.now() < deadline) {
-      const m = await deadLetters.next({ expires: 1_000 });
+      const m = await nextOrNull(deadLetters, 1_000);
       if (m === null) continue;
       advisories.push(decodeStepAdvisory(m.subject, m.data));
       await m.ackAck();

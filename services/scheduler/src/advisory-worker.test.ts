@@ -21,6 +21,7 @@ import {
   ensureDeadLetterConsumer,
   ensureStepConsumers,
   ensureTopology,
+  fetchEach,
   type BusCatalog,
   type StepAdvisory,
 } from '@sluice/bus';
@@ -140,8 +141,8 @@ async function deliverUntilMaxDeliveries(w: World): Promise<void> {
   while (Date.now() < deadline) {
     const info = await w.jsm.streams.info(w.catalog.streams.advisories);
     if (info.state.messages > 0) return;
-    const batch = await consumer.fetch({ max_messages: 1, expires: 1_000 });
-    for await (const message of batch) void message; // received, never acknowledged
+    // Received, never acknowledged.
+    await fetchEach(consumer, { maxMessages: 1, expiresMs: 1_000 }, () => {});
   }
   assert.fail('no MAX_DELIVERIES advisory within 15 s');
 }

@@ -18,6 +18,7 @@ import type { JetStreamClient, JetStreamManager, JsMsg } from '@nats-io/jetstrea
 import {
   decodeMessageOf,
   decodeStepAdvisory,
+  fetchEach,
   type BusCatalog,
   type StepAdvisory,
   type StepDispatch,
@@ -69,17 +70,17 @@ export async function handleAdvisoryBatch(deps: AdvisoryWorkerDeps): Promise<boo
     deps.catalog.streams.advisories,
     deps.catalog.consumers.deadLetters,
   );
-  const messages = await consumer.fetch({
-    max_messages: deps.batchSize,
-    expires: deps.fetchExpiresMs ?? DEFAULT_ADVISORY_FETCH_EXPIRES_MS,
-  });
-  let count = 0;
   let failed = 0;
-  for await (const message of messages) {
-    count += 1;
-    const handled = await handleAdvisoryMessage(deps, message);
-    if (handled === 'dead_lettered') failed += 1;
-  }
+  const count = await fetchEach(
+    consumer,
+    {
+      maxMessages: deps.batchSize,
+      expiresMs: deps.fetchExpiresMs ?? DEFAULT_ADVISORY_FETCH_EXPIRES_MS,
+    },
+    async (message) => {
+      if ((await handleAdvisoryMessage(deps, message)) === 'dead_lettered') failed += 1;
+    },
+  );
   if (failed > 0) deps.onOutcomesRecorded?.();
   return count === deps.batchSize;
 }

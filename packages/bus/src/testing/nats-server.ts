@@ -29,6 +29,13 @@ export interface NatsServer extends AsyncDisposable {
   kill(signal?: NodeJS.Signals): Promise<void>;
   /** Shuts the server down cleanly and waits for it; the store stays for {@link restart}. */
   stop(): Promise<void>;
+  /**
+   * Suspends the process (SIGSTOP): connections stay open but nothing answers, as with a server
+   * stuck in a long pause. {@link thaw} resumes it; stopping a frozen server thaws it first.
+   */
+  freeze(): void;
+  /** Resumes a frozen process (SIGCONT). */
+  thaw(): void;
   /** Stops the server if it runs, then starts it again on the same port and store. */
   restart(): Promise<void>;
 }
@@ -198,9 +205,19 @@ class PrivateNatsServer implements NatsServer {
     await this.#exited;
   }
 
+  freeze(): void {
+    if (!this.#child) throw new Error('the server is not running');
+    this.#child.kill('SIGSTOP');
+  }
+
+  thaw(): void {
+    this.#child?.kill('SIGCONT');
+  }
+
   async stop(): Promise<void> {
     const child = this.#child;
     if (!child) return;
+    child.kill('SIGCONT'); // A frozen server cannot act on SIGTERM.
     const escalate = setTimeout(() => child.kill('SIGKILL'), STOP_GRACE_MS);
     await this.kill('SIGTERM');
     clearTimeout(escalate);
