@@ -14,6 +14,7 @@ import { createBusCatalog } from '@sluice/bus';
 import { natsUrl } from '@sluice/bus/testing';
 import { startE2eStack, type E2eStack } from '../support/e2e-stack.js';
 import { startLatchServer, type LatchServer } from '../support/latch-server.js';
+import { assertDatabaseInvariants } from '../support/invariants.js';
 
 const TASK_MODULE = path.join(
   path.dirname(fileURLToPath(import.meta.url)),
@@ -121,5 +122,6 @@ describe('reconciler in the stack', () => {
     const [successes] = await handle.sql<{ count: number }[]>`
       select count(*)::int as count from task_events where type = 'step_succeeded'`;
     assert.equal(successes?.count, TASKS * 3, "each step's success recorded once");
+    await assertDatabaseInvariants(handle, { requireFinal: true });
   });
 });

@@ -17,6 +17,7 @@ import { startFakeWebServer, type FakeWebServer } from '../support/fake-web-serv
 import { replayTaskEvents } from '../support/nats-events.js';
 import { startE2eStack, type E2eStack } from '../support/e2e-stack.js';
 import { assertHistoryInTable, historyEntries } from '../support/history.js';
+import { assertDatabaseInvariants } from '../support/invariants.js';
 
 const DISTINCT_TASKS = 150;
 const REPEATS = 50;
@@ -131,6 +132,7 @@ describe('a multi-step task end to end', () => {
     assert.equal(output.source.status, 200);
     assert.equal(llm.requests.length, DISTINCT_TASKS, 'one LLM call per task');
     assert.ok(llm.requests.every((r) => r.headers['authorization'] === 'Bearer llm-secret'));
+    await assertDatabaseInvariants(handle, { tenantId: 'acme', requireFinal: true });
   });
 
   it('replays a finished task’s events after the sequence the client saw', async () => {
@@ -264,6 +266,39 @@ describe('a multi-step task end to end', () => {
       },
     );
     assert.equal(events.filter((e) => e.type === 'fail_retryable').length, 2);
+  });
+
+  it('creates exactly 10 tasks from 1,000 concurrent creates sharing 10 idempotency keys', async () => {
+    const KEYS = 10;
+    const responses = await Promise.all(
+      Array.from({ length: 1_000 }, (_, n) =>
+        client.createTask({
+          type: 'research-brief',
+          priority: 'PRIORITY_P1',
+          input: inputOf(n % KEYS),
+          idempotencyKey: `shared-${n % KEYS}`,
+        }),
+      ),
+    );
+    const idsByKey = new Map<number, Set<string>>();
+    responses.forEach((response, n) => {
+      const ids = idsByKey.get(n % KEYS) ?? new Set<string>();
+      ids.add(response.task.task_id);
+      idsByKey.set(n % KEYS, ids);
+    });
+    assert.deepEqual(
+      [...idsByKey.values()].map((ids) => ids.size),
+      Array.from({ length: KEYS }, () => 1),
+      'every create of a key answered with the same task',
+    );
+    assert.equal(responses.filter((r) => r.created).length, KEYS, 'one create per key created');
+    const [rows] = await handle.sql<{ count: number }[]>`
+      select count(*)::int as count from tasks where idempotency_key like 'shared-%'`;
+    assert.equal(rows?.count, KEYS);
+    const taskIds = [...idsByKey.values()].flatMap((ids) => [...ids]);
+    for (const events of await Promise.all(taskIds.map(watchToEnd))) {
+      assert.equal(events.at(-1)?.to_status, 'TASK_STATUS_SUCCEEDED');
+    }
   });
 
   it('aborts the running step of a cancelled task through its signal', async () => {
