@@ -30,7 +30,7 @@ export default tseslint.config(
     },
   },
   {
-    files: ['scripts/**/*.ts', 'test/**/*.ts', '**/*.test.ts'],
+    files: ['scripts/**/*.ts', 'test/**/*.ts', 'bench/**/*.ts', '**/*.test.ts'],
     rules: { 'no-console': 'off' },
   },
   {

@@ -70,6 +70,8 @@ const CASES: readonly Case[] = [
   bad('scheduler', 'DATABASE_URL', 'mysql://127.0.0.1/sluice'),
   bad('scheduler', 'SLUICE_SCHEDULER_BATCH', '0'),
   bad('scheduler', 'SLUICE_LEASE_TTL_MS', '500'),
+  bad('scheduler', 'SLUICE_RETENTION_AGE', '7 days'),
+  bad('scheduler', 'SLUICE_TOMBSTONE_TTL', '10s'),
   bad('executor', 'NATS_URL', 'http://x', LLM),
   bad('executor', 'SLUICE_EXECUTOR_SLOTS', '0', LLM),
   bad('executor', 'SLUICE_LLM_BASE_URL', 'ftp://x', LLM),

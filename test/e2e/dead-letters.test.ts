@@ -19,6 +19,7 @@ import { startFakeWebServer, type FakeWebServer } from '../support/fake-web-serv
 import { startE2eStack, type E2eStack } from '../support/e2e-stack.js';
 import { assertHistoryInTable, historyEntries } from '../support/history.js';
 import { REPO_ROOT } from '../support/service-process.js';
+import { assertDatabaseInvariants } from '../support/invariants.js';
 
 const SLUICE_BIN = path.join(REPO_ROOT, 'packages/cli/bin/sluice.mjs');
 /** research-brief's `outline` step allows three attempts. */
@@ -201,14 +202,14 @@ describe('dead letters', () => {
     ]);
   });
 
-  it('redrive of a letter whose task was retried already changes nothing', async () => {
+  it('a retry of the task answers its letter: marked redriven, a later redrive changes nothing', async () => {
     const { taskId, events } = await createDoomedTask('retried by hand');
     const letter = await letterOf(taskId);
     await e2e.client.retryTask(taskId);
+    assert.notEqual((await letterOf(taskId)).redrive_time, null, 'the retry marked the letter');
     const { results } = await admin.redriveDeadLetters([letter.dead_letter_id]);
     assert.equal(results[0]?.redriven, false);
-    assert.match(results[0]?.reason ?? '', /not failed_terminal/);
-    assert.equal((await letterOf(taskId)).redrive_time, null, 'the letter is not marked');
+    assert.match(results[0]?.reason ?? '', /already redriven/);
     const resumed = await watchToEnd(taskId, Number(events.at(-1)?.seq ?? 0));
     assert.equal(resumed.at(-1)?.to_status, 'TASK_STATUS_SUCCEEDED');
     assert.equal(resumed.filter((e) => e.type === 'retry').length, 1, 'retried once');
@@ -330,5 +331,11 @@ describe('sluice dlq', () => {
 
     const usage = await sluice(['dlq', 'redrive']);
     assertExit(usage, 2);
+  });
+});
+
+describe('after dead letters, redrives and purges', () => {
+  it('leaves every task final or progressing, with histories in the table', async () => {
+    await assertDatabaseInvariants(e2e.handle);
   });
 });

@@ -14,6 +14,7 @@ import { connect } from '@nats-io/transport-node';
 import { createBusCatalog } from '@sluice/bus';
 import { natsUrl } from '@sluice/bus/testing';
 import { startE2eStack, type E2eStack } from '../support/e2e-stack.js';
+import { assertDatabaseInvariants } from '../support/invariants.js';
 
 const TASK_MODULE = path.join(path.dirname(fileURLToPath(import.meta.url)), 'poison-task-types.ts');
 const RESOURCE = 'tool:poison';
@@ -40,6 +41,7 @@ after(async () => {
 });
 
 interface LetterRow {
+  id: string;
   reason: string;
   attempts: number;
   stream_seq: number | null;
@@ -47,7 +49,7 @@ interface LetterRow {
 
 async function lettersOf(taskId: string): Promise<LetterRow[]> {
   return e2e.handle.sql<LetterRow[]>`
-    select reason, attempts, stream_seq::int as stream_seq from dead_letters where task_id = ${taskId}`;
+    select id, reason, attempts, stream_seq::int as stream_seq from dead_letters where task_id = ${taskId}`;
 }
 
 describe('poison message', () => {
@@ -98,6 +100,12 @@ describe('poison message', () => {
     assert.equal(letter.reason, 'max_deliveries');
     assert.equal(letter.attempts, 2);
     assert.ok(letter.stream_seq !== null, 'the letter names the message');
+    // The task fails like one whose attempts ran out: reason dead_letter, naming the letter.
+    const [failed] = await e2e.handle.sql<{ data: Record<string, unknown> }[]>`
+      select data from task_events where task_id = ${task.task_id} and type = 'fail_terminal'`;
+    assert.equal(failed?.data['reason'], 'dead_letter');
+    assert.equal(failed?.data['dead_letter_reason'], 'max_deliveries');
+    assert.equal(failed?.data['dead_letter_id'], letter.id);
     // Usually both deliveries crash an executor; when the second arrives a moment before the first
     // start looks stale in Postgres, the executor leaves it as busy instead of running it.
     assert.ok(crashes >= 1 && crashes <= 2, `${crashes} crashes`);
@@ -112,5 +120,11 @@ describe('poison message', () => {
     } finally {
       await nc.close();
     }
+  });
+});
+
+describe('after the poison message', () => {
+  it('leaves every task final or progressing, with histories in the table', async () => {
+    await assertDatabaseInvariants(e2e.handle);
   });
 });

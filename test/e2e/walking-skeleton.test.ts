@@ -299,6 +299,7 @@ describe('a multi-step task end to end', () => {
     for (const events of await Promise.all(taskIds.map(watchToEnd))) {
       assert.equal(events.at(-1)?.to_status, 'TASK_STATUS_SUCCEEDED');
     }
+    await assertDatabaseInvariants(handle, { tenantId: 'acme' });
   });
 
   it('aborts the running step of a cancelled task through its signal', async () => {

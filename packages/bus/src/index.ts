@@ -89,6 +89,9 @@ export type {
   KvBuckets,
 } from './topology.js';
 
+export { createTopologyRepair, isMissingTopologyError } from './topology-repair.js';
+export type { TopologyRepair, TopologyRepairOptions } from './topology-repair.js';
+
 export {
   connectNats,
   closeNats,

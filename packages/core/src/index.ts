@@ -64,3 +64,13 @@ export {
 export type { NameProblem } from './names.js';
 export { MAX_RETRY_AFTER_MS, backoffOf, decideRetry } from './retry-policy.js';
 export type { RetryBackoff, RetryDecision, RetryQuestion } from './retry-policy.js';
+export { decideRepair, repairInputOf } from './repair-policy.js';
+export type { RepairDecision, RepairInput, RepairQuestion } from './repair-policy.js';
+export {
+  DEFAULT_RETRY_BUDGET,
+  placeRetry,
+  retriesAllowed,
+  retryBudgetProblem,
+  windowOf,
+} from './retry-budget.js';
+export type { RetryBudgetConfig, RetryPlacement, RetryPlacementQuestion } from './retry-budget.js';

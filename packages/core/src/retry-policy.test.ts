@@ -97,3 +97,56 @@ describe('decideRetry', () => {
     );
   });
 });
+
+describe('decideRetry with a step backoff', () => {
+  const error = { errorClass: 'external_5xx', message: 'x', retryable: true } as const;
+  it('replaces the class backoff for the fields the step gives', () => {
+    assert.deepEqual(
+      decideRetry({
+        error,
+        attempts: 3,
+        maxAttempts: 5,
+        random: 0.5,
+        backoff: { baseDelayMs: 100, maxDelayMs: 300 },
+      }),
+      { retry: true, delayMs: 150 },
+      'min(300, 100 × 2²) × 0.5',
+    );
+    assert.deepEqual(
+      decideRetry({
+        error,
+        attempts: 1,
+        maxAttempts: 5,
+        random: 0.5,
+        backoff: { baseDelayMs: 40 },
+      }),
+      { retry: true, delayMs: 20 },
+    );
+  });
+
+  it('still honours Retry-After above a short backoff', () => {
+    assert.deepEqual(
+      decideRetry({
+        error: { ...error, errorClass: 'llm_rate_limit', retryAfterMs: 1_000 },
+        attempts: 1,
+        maxAttempts: 5,
+        random: 0.9,
+        backoff: { baseDelayMs: 100, maxDelayMs: 200 },
+      }),
+      { retry: true, delayMs: 1_000 },
+    );
+  });
+
+  it('never makes a class retryable that is not', () => {
+    assert.deepEqual(
+      decideRetry({
+        error: { errorClass: 'schema_validation', message: 'x', retryable: true },
+        attempts: 1,
+        maxAttempts: 5,
+        random: 0.5,
+        backoff: { baseDelayMs: 100, maxDelayMs: 200 },
+      }),
+      { retry: false, reason: 'not_retryable' },
+    );
+  });
+});

@@ -55,14 +55,20 @@ export interface RetryQuestion {
   readonly maxAttempts: number;
   /** A random number in [0, 1), for the jitter (Math.random in production, fixed in tests). */
   readonly random: number;
+  /**
+   * The step's own backoff, replacing its class's for the fields given (a task type that knows its
+   * dependency recovers fast, or a test). It never makes a class retryable that is not.
+   */
+  readonly backoff?: Partial<RetryBackoff>;
 }
 
 /** Decides whether a failed step runs again, and after how long. */
 export function decideRetry(question: RetryQuestion): RetryDecision {
-  const backoff = backoffOf(question.error.errorClass);
-  if (!backoff || !question.error.retryable) return { retry: false, reason: 'not_retryable' };
+  const classBackoff = backoffOf(question.error.errorClass);
+  if (!classBackoff || !question.error.retryable) return { retry: false, reason: 'not_retryable' };
   if (question.attempts >= question.maxAttempts)
     return { retry: false, reason: 'attempts_exhausted' };
+  const backoff = { ...classBackoff, ...question.backoff };
   const exponent = Math.max(0, question.attempts - 1);
   const cap = Math.min(backoff.maxDelayMs, backoff.baseDelayMs * 2 ** exponent);
   const jittered = Math.floor(Math.min(Math.max(question.random, 0), 1) * cap);

@@ -42,7 +42,15 @@ export type StepOutcome =
       /** What runs once approved. */
       readonly then: Continuation;
     }
-  | { readonly type: 'failed'; readonly error: SerializedStepError }
+  | {
+      readonly type: 'failed';
+      readonly error: SerializedStepError;
+      /**
+       * For a `schema_validation` failure of a handler's result: what the handler returned (as
+       * JSON), so the step's repair step can fix it.
+       */
+      readonly result?: Json;
+    }
   /** The step stopped because its task was cancelled. */
   | { readonly type: 'cancelled' };
 

@@ -11,7 +11,8 @@
  * await close();
  * ```
  */
-export { openDatabase, DEFAULT_POOL_SIZE } from './client.js';
+export { openDatabase, DEFAULT_POOL_SIZE, DEFAULT_CONNECT_TIMEOUT_MS } from './client.js';
+export { isDatabaseUnavailable } from './unavailable.js';
 export type {
   Database,
   DatabaseHandle,
@@ -23,6 +24,7 @@ export { migrateDatabase, MIGRATIONS_FOLDER } from './migrate.js';
 export {
   apiKeys,
   deadLetters,
+  idempotencyTombstones,
   leaderEpochs,
   taskEvents,
   taskSteps,
@@ -46,17 +48,20 @@ export {
   listTaskEvents,
   listTasks,
   lockTask,
+  submitTask,
 } from './queries/tasks.js';
 export type {
   CreateTaskResult,
   ListTasksQuery,
   NewTask,
+  SubmitTaskResult,
   TaskEventRecord,
   TaskRecord,
 } from './queries/tasks.js';
 export {
   cancelWaitingSteps,
   claimReadySteps,
+  claimReadyStepsStatement,
   findStep,
   heartbeatSteps,
   inFlightSteps,
@@ -66,6 +71,7 @@ export {
   scheduleStepRetry,
   hasOtherActiveSteps,
   nextAttemptAt,
+  waitingRetry,
   lockUnappliedOutcomes,
   markOutcomesApplied,
   recordPublishSeqs,
@@ -80,6 +86,7 @@ export type {
   StepDispatchRef,
   StepRecord,
   TaskToSettle,
+  WaitingRetry,
   UnappliedOutcome,
 } from './queries/steps.js';
 export { joinIfComplete, startContinuation } from './queries/continuations.js';
@@ -120,6 +127,7 @@ export {
   listDeadLetters,
   lockDeadLetter,
   markDeadLetterRedriven,
+  markTaskDeadLettersRedriven,
   purgeDeadLetters,
 } from './queries/dead-letters.js';
 export type {
@@ -129,9 +137,23 @@ export type {
   NewDeadLetter,
 } from './queries/dead-letters.js';
 export { failLostStep, findStaleSteps, requeueLostStep } from './queries/reconcile.js';
+export { openDeadLetterOfStep, repairHistoryOf } from './queries/failures.js';
+export type { RepairHistory, RepairQuery } from './queries/failures.js';
 export type {
   FindStaleStepsOptions,
   SeenStep,
   StaleStep,
   StaleStepKind,
 } from './queries/reconcile.js';
+export {
+  RETAINED_FINAL_STATUSES,
+  deleteExpiredTombstones,
+  deleteFinishedTasks,
+  findLiveTombstone,
+} from './queries/retention.js';
+export type {
+  DeleteFinishedTasksOptions,
+  DeletedTasks,
+  IdempotencyTombstone,
+} from './queries/retention.js';
+export { explainAnalyze } from './queries/explain.js';

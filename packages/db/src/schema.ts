@@ -82,6 +82,10 @@ export interface ManifestStep {
   readonly resource: string;
   readonly timeoutMs: number;
   readonly maxAttempts: number;
+  /** The step's own retry backoff, replacing its error class's for the fields given. */
+  readonly backoff?: { readonly baseDelayMs?: number; readonly maxDelayMs?: number };
+  /** The step that repairs this one after a `schema_validation` failure. */
+  readonly repairStep?: string;
 }
 
 /**
@@ -152,6 +156,10 @@ export const tasks = pgTable(
       .on(t.tenantId, t.idempotencyKey)
       .where(sql`${t.idempotencyKey} is not null`),
     index('tasks_tenant_created_idx').on(t.tenantId, t.createdAt, t.id),
+    // Retention's scan: the finished tasks, oldest first, without reading the live ones.
+    index('tasks_finished_idx')
+      .on(t.finishedAt, t.id)
+      .where(sql`${t.status} in ('succeeded', 'failed_terminal', 'cancelled')`),
     check('tasks_priority_ck', sql`${t.priority} between 0 and 3`),
   ],
 );
@@ -278,6 +286,8 @@ export const taskTimers = pgTable(
     index('task_timers_due_idx')
       .on(t.dueAt, t.id)
       .where(sql`${t.doneAt} is null`),
+    // Retention deletes a finished task's timers by task id.
+    index('task_timers_task_idx').on(t.taskId),
   ],
 );
 
@@ -330,5 +340,37 @@ export const deadLetters = pgTable(
       'dead_letters_reason_ck',
       sql`${t.reason} in ('attempts_exhausted', 'max_deliveries', 'terminated')`,
     ),
+  ],
+);
+
+/**
+ * Idempotency tombstones: what is left of a task's idempotency key once retention deleted the task,
+ * so a late duplicate `CreateTask` still finds the original (or the same conflict error) instead of
+ * creating a second task. Written in the transaction that deletes the task; deleted by retention in
+ * turn once `expires_at` has passed, after which the key is free again.
+ */
+export const idempotencyTombstones = pgTable(
+  'idempotency_tombstones',
+  {
+    tenantId: text('tenant_id').notNull(),
+    idempotencyKey: text('idempotency_key').notNull(),
+    /** The deleted task that held the key. */
+    taskId: uuid('task_id').notNull(),
+    /** What a repeat must match to be the same request: the task's type, priority and input hash. */
+    type: text('type').notNull(),
+    typeVersion: integer('type_version').notNull(),
+    priority: smallint('priority').notNull(),
+    inputHash: text('input_hash').notNull(),
+    /** The task's final status, and when it was created and finished. */
+    status: text('status').notNull(),
+    taskCreatedAt: timestamp('task_created_at', { withTimezone: true, precision: 3 }).notNull(),
+    finishedAt: timestamp('finished_at', { withTimezone: true }),
+    /** When retention deleted the task. */
+    createdAt: createdAt(),
+    expiresAt: timestamp('expires_at', { withTimezone: true }).notNull(),
+  },
+  (t) => [
+    primaryKey({ columns: [t.tenantId, t.idempotencyKey] }),
+    index('idempotency_tombstones_expires_idx').on(t.expiresAt),
   ],
 );

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { COMMON_ENV, ConfigError, intVar, loadEnvConfig } from './config.js';
+import { COMMON_ENV, ConfigError, durationVar, intVar, loadEnvConfig } from './config.js';
 
 describe('loadEnvConfig', () => {
   it('applies defaults', () => {
@@ -34,5 +34,20 @@ describe('loadEnvConfig', () => {
   it('parses whole numbers within bounds', () => {
     assert.deepEqual(loadEnvConfig({ N: intVar(5, 1, 10) }, { N: ' 7 ' }), { N: 7 });
     assert.deepEqual(loadEnvConfig({ N: intVar(5, 1, 10) }, {}), { N: 5 });
+  });
+
+  it('parses durations with a unit into milliseconds, within bounds', () => {
+    const schema = { D: durationVar('7d', 1_000, 400 * 86_400_000) };
+    assert.deepEqual(loadEnvConfig(schema, {}), { D: 7 * 86_400_000 });
+    assert.deepEqual(loadEnvConfig(schema, { D: ' 36h ' }), { D: 36 * 3_600_000 });
+    assert.deepEqual(loadEnvConfig(schema, { D: '90m' }), { D: 90 * 60_000 });
+    assert.deepEqual(loadEnvConfig(schema, { D: '1500ms' }), { D: 1_500 });
+    for (const bad of ['7', '7 days', '-1d', '1.5h', '999ms', '401d']) {
+      assert.throws(
+        () => loadEnvConfig(schema, { D: bad }),
+        (error: unknown) => error instanceof ConfigError && error.variable === 'D',
+        bad,
+      );
+    }
   });
 });

@@ -72,6 +72,46 @@ export function intVar(fallback: number, min: number, max: number) {
     });
 }
 
+const DURATION_UNITS_MS: Record<string, number> = {
+  ms: 1,
+  s: 1_000,
+  m: 60_000,
+  h: 3_600_000,
+  d: 86_400_000,
+};
+
+/**
+ * A duration as a whole number with a unit (`500ms`, `45s`, `30m`, `12h`, `7d`), parsed to
+ * milliseconds, in [minMs, maxMs]; `fallback` is written the same way.
+ */
+export function durationVar(fallback: string, minMs: number, maxMs: number) {
+  return z
+    .string()
+    .default(fallback)
+    .transform((value, ctx) => {
+      const match = /^(\d+)\s*(ms|s|m|h|d)$/.exec(value.trim());
+      const unit = match?.[2];
+      if (!match || unit === undefined) {
+        ctx.addIssue({
+          code: 'custom',
+          message: 'must be a whole number with a unit: ms, s, m, h or d (e.g. 7d)',
+        });
+        return z.NEVER;
+      }
+      return Number(match[1]) * (DURATION_UNITS_MS[unit] ?? 1);
+    })
+    .refine((ms) => ms >= minMs && ms <= maxMs, {
+      message: `must be between ${formatDuration(minMs)} and ${formatDuration(maxMs)}`,
+    });
+}
+
+/** The largest whole unit a duration is written in (`7d`, `90m`). */
+function formatDuration(ms: number): string {
+  const units = Object.entries(DURATION_UNITS_MS).reverse();
+  for (const [unit, size] of units) if (ms % size === 0) return `${ms / size}${unit}`;
+  return `${ms}ms`;
+}
+
 /** One of a fixed set of words. */
 export function enumVar<const T extends readonly [string, ...string[]]>(
   values: T,

@@ -16,6 +16,7 @@
 export {
   COMMON_ENV,
   ConfigError,
+  durationVar,
   enumVar,
   intVar,
   loadEnvConfig,

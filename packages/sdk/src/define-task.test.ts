@@ -6,6 +6,7 @@ import {
   defineTask,
   isTaskDefinition,
   joinInput,
+  repairInput,
   type TaskDefinition,
 } from './define-task.js';
 import { complete, next } from './step-result.js';
@@ -125,6 +126,51 @@ describe('defineTask', () => {
 
   it('accepts a valid definition without complaint', () => {
     assert.equal(problemsOf({}), '');
+  });
+
+  it('accepts a repair step and a backoff, and keeps them on the step', () => {
+    const definition = defineTask({
+      name: 'repaired',
+      version: 1,
+      input: z.object({}),
+      firstStep: 'draft',
+      steps: {
+        draft: {
+          resource: 'llm',
+          repairStep: 'fix',
+          backoff: { baseDelayMs: 100, maxDelayMs: 400 },
+        },
+        fix: { resource: 'llm', input: repairInput() },
+      },
+      handlers: { draft: () => complete(null), fix: (ctx) => complete(ctx.input.repairOf) },
+    });
+    assert.equal(definition.steps['draft']?.repairStep, 'fix');
+    assert.deepEqual(definition.steps['draft']?.backoff, { baseDelayMs: 100, maxDelayMs: 400 });
+  });
+
+  it('names the problems of a repair step or a backoff', () => {
+    const table: Array<[Record<string, unknown>, string]> = [
+      [{ a: { resource: 'llm', repairStep: 'nope' } }, 'step a: repairStep "nope" is not a step'],
+      [{ a: { resource: 'llm', repairStep: 'a' } }, 'step a: a step cannot be its own repairStep'],
+      [{ a: { resource: 'llm', repairStep: 3 } }, 'step a: repairStep 3 is not a step'],
+      [{ a: { resource: 'llm', backoff: 100 } }, 'step a: backoff must be an object'],
+      [
+        { a: { resource: 'llm', backoff: { baseDelayMs: -1 } } },
+        'step a: backoff.baseDelayMs must be an integer from 0 to 3600000',
+      ],
+      [{ a: { resource: 'llm', backoff: { jitter: 1 } } }, 'step a: backoff has no field jitter'],
+    ];
+    for (const [steps, expected] of table) {
+      assert.ok(problemsOf({ steps }).includes(expected), `${JSON.stringify(steps)}: ${expected}`);
+    }
+  });
+});
+
+describe('repairInput', () => {
+  it('is the shape of what a repair step receives', () => {
+    const value = { repairOf: 'draft', input: { q: 1 }, result: null, error: 'bad' };
+    assert.deepEqual(repairInput().parse(value), value);
+    assert.equal(repairInput().safeParse({ repairOf: 'draft' }).success, false);
   });
 });
 

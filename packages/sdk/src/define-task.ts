@@ -48,7 +48,30 @@ export interface StepDeclaration {
    * steps see it typed in `ctx.outputs`. Without it the output is untyped JSON.
    */
   readonly output?: z.ZodType;
+  /**
+   * The step's own retry backoff (full jitter up to `baseDelayMs × 2^(attempt−1)`, capped at
+   * `maxDelayMs`), replacing its error class's for the fields given. Whether a failure is retried
+   * at all stays the class's decision; `Retry-After` is still honoured.
+   */
+  readonly backoff?: StepBackoff;
+  /**
+   * A step of this task that repairs this one when it fails `schema_validation` (its result or
+   * input did not match a schema): it runs next, in this step's place, with `repairInput()` as its
+   * input (this step's input, what it returned, the validation error), and what it returns
+   * continues the task as this step's result would have. At most `maxAttempts` repairs of this
+   * step per task; without a repair step such a failure ends the task (`failed_terminal`).
+   */
+  readonly repairStep?: string;
 }
+
+/** A step's backoff override, in milliseconds. */
+export interface StepBackoff {
+  readonly baseDelayMs?: number;
+  readonly maxDelayMs?: number;
+}
+
+/** Longest backoff delay a step may declare (1 h). */
+export const MAX_STEP_BACKOFF_MS = 60 * 60 * 1_000;
 
 // ---- Types derived from the declared steps ----------------------------------------------------
 
@@ -230,6 +253,14 @@ function definitionProblems(spec: LooseSpec): string[] {
   if (!isObject(spec.handlers)) problems.push('handlers must be an object of step handlers');
   for (const [name, step] of Object.entries(steps)) {
     problems.push(...stepProblems(name, step));
+    if (isObject(step) && step.repairStep !== undefined) {
+      const repair = step.repairStep;
+      if (typeof repair !== 'string' || !Object.hasOwn(steps, repair)) {
+        problems.push(`step ${name}: repairStep ${JSON.stringify(repair)} is not a step`);
+      } else if (repair === name) {
+        problems.push(`step ${name}: a step cannot be its own repairStep`);
+      }
+    }
     if (typeof handlers[name] !== 'function') problems.push(`step ${name} has no handler`);
   }
   for (const name of Object.keys(handlers)) {
@@ -270,9 +301,28 @@ function stepProblems(name: string, step: unknown): string[] {
   ) {
     problems.push(`step ${name}: maxAttempts must be an integer from 1 to ${MAX_STEP_ATTEMPTS}`);
   }
+  if (step.backoff !== undefined) problems.push(...backoffProblems(name, step.backoff));
   for (const key of ['input', 'output'] as const) {
     if (step[key] !== undefined && !isZodSchema(step[key])) {
       problems.push(`step ${name}: ${key} must be a zod schema`);
+    }
+  }
+  return problems;
+}
+
+function backoffProblems(name: string, backoff: unknown): string[] {
+  if (!isObject(backoff)) return [`step ${name}: backoff must be an object`];
+  const problems: string[] = [];
+  for (const [key, value] of Object.entries(backoff)) {
+    if (key !== 'baseDelayMs' && key !== 'maxDelayMs') {
+      problems.push(`step ${name}: backoff has no field ${key}`);
+    } else if (
+      value !== undefined &&
+      !(Number.isInteger(value) && Number(value) >= 0 && Number(value) <= MAX_STEP_BACKOFF_MS)
+    ) {
+      problems.push(
+        `step ${name}: backoff.${key} must be an integer from 0 to ${MAX_STEP_BACKOFF_MS}`,
+      );
     }
   }
   return problems;
@@ -300,6 +350,22 @@ function isZodSchema(value: unknown): value is z.ZodType {
  */
 export function joinInput<Output extends z.ZodType>(branchOutput: Output) {
   return z.object({ outputs: z.array(branchOutput) });
+}
+
+/**
+ * The input schema of a repair step (see `repairStep`): which step failed (`repairOf`), its input,
+ * what its handler returned (`null` when nothing usable) and the validation error.
+ *
+ * @example steps: { draft: { resource: 'llm', output: answer, repairStep: 'fixDraft' },
+ *                   fixDraft: { resource: 'llm', input: repairInput() } }
+ */
+export function repairInput() {
+  return z.object({
+    repairOf: z.string(),
+    input: z.json(),
+    result: z.json(),
+    error: z.string(),
+  });
 }
 
 /** True for a value made by {@link defineTask} (used when loading user modules). */

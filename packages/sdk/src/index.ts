@@ -33,12 +33,15 @@ export {
   DEFAULT_STEP_MAX_ATTEMPTS,
   DEFAULT_STEP_TIMEOUT_MS,
   MAX_STEP_ATTEMPTS,
+  MAX_STEP_BACKOFF_MS,
   MAX_STEP_TIMEOUT_MS,
   defineTask,
   isTaskDefinition,
   joinInput,
+  repairInput,
 } from './define-task.js';
 export type {
+  StepBackoff,
   StepDeclaration,
   StepDefinition,
   StepHandler,

@@ -119,6 +119,16 @@ export const METRIC_DEFINITIONS = {
     help: 'Task events published from Postgres to NATS by the event relay.',
     labelNames: [],
   },
+  retryBudgetExhausted: {
+    name: 'sluice_retry_budget_exhausted_total',
+    help: 'Retries pushed later than their backoff because the resource had used its retry budget.',
+    labelNames: ['resource'],
+  },
+  retentionDeleted: {
+    name: 'sluice_retention_deleted_rows_total',
+    help: 'Rows deleted by retention, by table (tasks, task_steps, task_events, task_timers, dead_letters, idempotency_tombstones).',
+    labelNames: ['table'],
+  },
 } as const satisfies Record<string, MetricDefinition>;
 
 /** The shape of one catalogue entry. */
@@ -159,6 +169,8 @@ export interface Metrics {
   readonly stepsFinished: Counter<MetricLabels<'stepsFinished'>>;
   readonly tasksCreated: Counter<MetricLabels<'tasksCreated'>>;
   readonly eventsRelayed: Counter<MetricLabels<'eventsRelayed'>>;
+  readonly retryBudgetExhausted: Counter<MetricLabels<'retryBudgetExhausted'>>;
+  readonly retentionDeleted: Counter<MetricLabels<'retentionDeleted'>>;
 }
 
 /**
@@ -190,6 +202,8 @@ export function createMetrics(): Metrics {
     stepsFinished: counter(registry, d.stepsFinished),
     tasksCreated: counter(registry, d.tasksCreated),
     eventsRelayed: counter(registry, d.eventsRelayed),
+    retryBudgetExhausted: counter(registry, d.retryBudgetExhausted),
+    retentionDeleted: counter(registry, d.retentionDeleted),
   };
 }
 

@@ -9,10 +9,12 @@ import {
   closeNats,
   connectNats,
   createBusCatalog,
+  createTopologyRepair,
   decodeMessageOf,
   ensureStepConsumers,
   ensureTopology,
   isBusMessageError,
+  type TopologyRepair,
 } from '@sluice/bus';
 import { migrateDatabase, openDatabase, registerTaskType, type DatabaseHandle } from '@sluice/db';
 import {
@@ -24,6 +26,7 @@ import {
   type MetricsServer,
 } from '@sluice/telemetry';
 import type { ExecutorConfig } from './config.js';
+import { retryWhileDatabaseDown } from './database-outage.js';
 import { startPriorityPuller, type PriorityPuller } from './priority-puller.js';
 import { Slots } from './slots.js';
 import { RunningSteps, runDispatchedStep, type StepRunnerDeps } from './step-runner.js';
@@ -63,6 +66,8 @@ export async function startExecutor(config: ExecutorConfig, log?: Logger): Promi
   });
   let nc: NatsConnection | undefined;
   let puller: PriorityPuller | undefined;
+  let topologyRepair: TopologyRepair | undefined;
+  let stopping = false;
   let cancelSubscription: Subscription | undefined;
   let metricsServer: MetricsServer | undefined;
   const slots = new Slots(config.SLUICE_EXECUTOR_SLOTS);
@@ -73,11 +78,23 @@ export async function startExecutor(config: ExecutorConfig, log?: Logger): Promi
     nc = await connectNats({ url: config.NATS_URL, name: `executor-${resource}-${process.pid}` });
     const catalog = createBusCatalog(config.SLUICE_PREFIX);
     const jsm = await jetstreamManager(nc);
-    await ensureTopology(jsm, catalog);
-    await ensureStepConsumers(jsm, catalog, resource, {
-      ackWaitMs: config.SLUICE_ACK_WAIT_MS,
-      maxDeliver: config.SLUICE_MAX_DELIVER,
+    const ensureOwnTopology = async () => {
+      await ensureTopology(jsm, catalog);
+      await ensureStepConsumers(jsm, catalog, resource, {
+        ackWaitMs: config.SLUICE_ACK_WAIT_MS,
+        maxDeliver: config.SLUICE_MAX_DELIVER,
+      });
+    };
+    await ensureOwnTopology();
+    // A nats-server that lost its store comes back without the step consumers; the pulls only
+    // resume once someone recreates them, and this executor is the one that created them.
+    const repair = createTopologyRepair({
+      ensure: ensureOwnTopology,
+      onRepaired: (reason) => logger.warn({ reason }, 'recreated missing step consumers'),
+      onError: (error, reason) =>
+        logger.warn({ err: error, reason }, 'could not recreate the step consumers yet; retrying'),
     });
+    topologyRepair = repair;
 
     const metrics = createMetrics();
     const running = new RunningSteps();
@@ -122,11 +139,21 @@ export async function startExecutor(config: ExecutorConfig, log?: Logger): Promi
       slots,
       ackWaitMs: config.SLUICE_ACK_WAIT_MS,
       log: logger,
+      onConsumerMissing: (priority, notice) => repair.request(`${notice} (P${priority})`),
       handle: async (message) => {
         utilization();
         try {
           const dispatch = decodeMessageOf('step.dispatch', message.subject, message.data);
-          await runDispatchedStep(deps, message, dispatch);
+          await retryWhileDatabaseDown(() => runDispatchedStep(deps, message, dispatch), {
+            keepAlive: () => message.working(),
+            stopping: () => stopping,
+            maxPauseMs: Math.min(2_000, Math.floor(config.SLUICE_ACK_WAIT_MS / 3)),
+            onRetry: (error, attempt) =>
+              logger.warn(
+                { err: error, attempt, task_id: dispatch.task_id, step_seq: dispatch.step_seq },
+                'database unavailable; holding the step and trying again',
+              ),
+          });
         } catch (error) {
           if (isBusMessageError(error)) {
             // A message no executor can ever read: drop it rather than redeliver it forever.
@@ -159,6 +186,7 @@ export async function startExecutor(config: ExecutorConfig, log?: Logger): Promi
       'executor started',
     );
   } catch (error) {
+    await topologyRepair?.stop();
     await puller?.stop();
     cancelSubscription?.unsubscribe();
     if (nc) await closeNats(nc);
@@ -172,7 +200,9 @@ export async function startExecutor(config: ExecutorConfig, log?: Logger): Promi
     metricsPort: metricsServer.port,
     async stop() {
       logger.info('executor stopping');
+      stopping = true;
       const grace = new Promise((resolve) => setTimeout(resolve, STOP_GRACE_MS).unref());
+      await topologyRepair?.stop();
       await Promise.race([started.puller.stop(), grace]);
       started.cancelSubscription.unsubscribe();
       await started.metricsServer.stop();

@@ -7,7 +7,12 @@
  * frees, the highest priority that has a message wins. Messages that wait here for a slot are kept
  * alive with `working()` so they do not age past the ack wait and get redelivered.
  */
-import type { ConsumerMessages, JetStreamClient, JsMsg } from '@nats-io/jetstream';
+import type {
+  ConsumerMessages,
+  ConsumerNotification,
+  JetStreamClient,
+  JsMsg,
+} from '@nats-io/jetstream';
 import { PRIORITIES, type Priority } from '@sluice/core';
 import { DEFAULT_PULL_EXPIRES_MS, type BusCatalog } from '@sluice/bus';
 import type { Logger } from '@sluice/telemetry';
@@ -23,7 +28,21 @@ export interface PriorityPullerOptions {
   readonly log: Logger;
   /** Runs one message; the slot is released when it settles. Must not throw. */
   readonly handle: (message: JsMsg, priority: Priority) => Promise<void>;
+  /**
+   * A priority's consumer (or the whole stream) no longer exists, e.g. after the nats-server lost
+   * its store. `consume()` keeps asking whether it is back (every pull expiry) and resumes once it
+   * is, but never recreates it: the owner must.
+   */
+  readonly onConsumerMissing?: (priority: Priority, notice: ConsumerNotification['type']) => void;
 }
+
+/** Notifications of `consume()` that mean the consumer is gone rather than merely slow. */
+const CONSUMER_MISSING = new Set<ConsumerNotification['type']>([
+  'consumer_not_found',
+  'consumer_deleted',
+  'stream_not_found',
+  'no_responders',
+]);
 
 /** A running puller. */
 export interface PriorityPuller {
@@ -55,6 +74,13 @@ export async function startPriorityPuller(options: PriorityPullerOptions): Promi
       ];
     }),
   );
+  for (const [priority, messages] of subscriptions) {
+    void (async () => {
+      for await (const notice of messages.status()) {
+        if (CONSUMER_MISSING.has(notice.type)) options.onConsumerMissing?.(priority, notice.type);
+      }
+    })().catch((error: unknown) => log.warn({ err: error }, 'consumer status watch ended'));
+  }
   const pumps = subscriptions.map(async ([priority, messages]) => {
     for await (const message of messages) {
       if (stopped) {

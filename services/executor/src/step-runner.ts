@@ -5,13 +5,14 @@
  */
 import type { JsMsg } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
-import { failedOutcome, type StepOutcome } from '@sluice/core';
+import type { StepOutcome } from '@sluice/core';
 import { encodeMessage, type BusCatalog, type StepDispatch } from '@sluice/bus';
 import {
   appendTaskEvent,
   applyTransition,
   findStep,
   heartbeatSteps,
+  isDatabaseUnavailable,
   lockTask,
   releaseStep,
   recordStepOutcome,
@@ -22,7 +23,7 @@ import {
   type StepRecord,
   type TaskRecord,
 } from '@sluice/db';
-import { StepResultError, toStepOutcome, type TaskDefinition } from '@sluice/sdk';
+import { StepResultError, toJson, toStepOutcome, type TaskDefinition } from '@sluice/sdk';
 import type { Logger, Metrics } from '@sluice/telemetry';
 import { classifyStepError, type AbortReason } from './classify-error.js';
 import { createLlmClient, type LlmClientOptions } from './llm-client.js';
@@ -196,6 +197,7 @@ async function execute(
       }),
     log,
   });
+  let contextBuilt = false;
   try {
     const context = await buildStepContext({
       db: deps.db,
@@ -208,6 +210,7 @@ async function execute(
       llm: createLlmClient(deps.llm, controller.signal),
       progress,
     });
+    contextBuilt = true;
     const result: unknown = await runInStepSpan(task, step, (span) =>
       Promise.resolve(stepDefinition.run({ ...context, span })),
     );
@@ -218,6 +221,10 @@ async function execute(
   } catch (error) {
     await progress.close();
     if (abortReason === 'cancelled') return { type: 'cancelled' };
+    // Sluice's own Postgres being unreachable before the handler ran says nothing about the step:
+    // recorded as its failure, an outage would spend attempts and end healthy work in dead
+    // letters. Thrown, the message is held and tried again (see database-outage.ts).
+    if (!contextBuilt && isDatabaseUnavailable(error)) throw error;
     const stepError = classifyStepError(error, abortReason);
     log.warn({ err: error, error_class: stepError.errorClass }, 'step failed');
     return { type: 'failed', error: stepError };
@@ -248,7 +255,13 @@ function outcomeOf(
   } catch (error) {
     if (!(error instanceof StepResultError)) throw error;
     log.warn({ err: error, error_class: error.errorClass }, 'step returned an invalid result');
-    return failedOutcome(error.errorClass, error.message, false);
+    // What the handler returned goes with the failure, for the step's repair step to fix.
+    const returned = toJson(result);
+    return {
+      type: 'failed',
+      error: { errorClass: error.errorClass, message: error.message, retryable: false },
+      result: returned.ok ? returned.value : null,
+    };
   }
 }
 

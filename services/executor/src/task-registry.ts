@@ -69,6 +69,8 @@ export function manifestOf(definition: TaskDefinition): TaskTypeManifest {
       resource: step.resource,
       timeoutMs: step.timeoutMs ?? DEFAULT_STEP_TIMEOUT_MS,
       maxAttempts: step.maxAttempts ?? DEFAULT_STEP_MAX_ATTEMPTS,
+      ...(step.backoff === undefined ? {} : { backoff: { ...step.backoff } }),
+      ...(step.repairStep === undefined ? {} : { repairStep: step.repairStep }),
     })),
   };
 }

@@ -23,6 +23,7 @@ import {
 } from '@sluice/telemetry';
 import { createAdminService } from './admin/admin-service.js';
 import type { GatewayConfig } from './config.js';
+import { createFaultInjection } from './fault-injection.js';
 import { createGrpcServer, type GrpcServer } from './grpc/index.js';
 import { startEventHub, type EventHub } from './tasks/event-hub.js';
 import { createTaskService } from './tasks/task-service.js';
@@ -81,6 +82,7 @@ export async function startGateway(
         tracer: tracing.tracer('@sluice/gateway'),
         maxInputBytes: config.SLUICE_MAX_INPUT_BYTES,
         watchRecheckMs: config.SLUICE_WATCH_RECHECK_MS,
+        faultInjection: createFaultInjection(config.SLUICE_FAULT_INJECTION),
       }),
       adminService: createAdminService({
         db: database.db,
@@ -103,6 +105,9 @@ export async function startGateway(
       port: config.SLUICE_METRICS_PORT,
       registry: metrics.registry,
     });
+    if (config.SLUICE_FAULT_INJECTION !== undefined) {
+      logger.warn({ fault: config.SLUICE_FAULT_INJECTION }, 'fault injection is on (test only)');
+    }
     logger.info({ grpc_port: grpcPort, metrics_port: metricsServer.port }, 'gateway started');
   } catch (error) {
     await grpc?.stop(0);

@@ -3,6 +3,7 @@
  */
 import { z } from 'zod';
 import { COMMON_ENV, intVar, loadEnvConfig, type EnvConfig } from '@sluice/runtime';
+import { faultInjectionVar } from './fault-injection.js';
 
 /** Largest accepted task input, in bytes of JSON text. */
 export const DEFAULT_MAX_INPUT_BYTES = 1024 * 1024;
@@ -18,6 +19,8 @@ export const GATEWAY_ENV = {
    * messages and may be lost; this bounds the delay a lost one causes).
    */
   SLUICE_WATCH_RECHECK_MS: intVar(2_000, 50, 60_000),
+  /** Test only: a fault the gateway injects into itself (fault-injection.ts); unset in production. */
+  SLUICE_FAULT_INJECTION: faultInjectionVar(),
 };
 
 export type GatewayConfig = EnvConfig<typeof GATEWAY_ENV>;

@@ -2,7 +2,8 @@
  * The scheduler: admits ready steps and dispatches them, turns recorded outcomes into transitions,
  * — while it holds the relay lease — relays task events, and — while it holds the reconciler lease —
  * dispatches again steps whose dispatch was lost, and — while it holds the dead-letter lease — turns
- * JetStream's max-deliveries advisories into dead letters. Several replicas may run: claims use
+ * JetStream's max-deliveries advisories into dead letters, and — while it holds the retention lease —
+ * deletes old finished tasks (retention.ts). Several replicas may run: claims use
  * `SKIP LOCKED`, and one lease holder relays (one reconciles, one handles advisories) at a time.
  */
 import { randomUUID } from 'node:crypto';
@@ -14,11 +15,13 @@ import {
   connectNats,
   createBusCatalog,
   createLease,
+  createTopologyRepair,
   encodeMessage,
   ensureDeadLetterConsumer,
   ensureTopology,
   openKvBuckets,
   type Lease,
+  type TopologyRepair,
 } from '@sluice/bus';
 import { TASK_EVENTS_CHANNEL, migrateDatabase, openDatabase } from '@sluice/db';
 import {
@@ -35,6 +38,9 @@ import { dispatchBatch } from './dispatcher.js';
 import { relayEventBatch } from './event-relay.js';
 import { applyOutcomeBatch } from './outcome-applier.js';
 import { createReconciler } from './reconciler.js';
+import { retryBudgetConfigOf } from './retry-budget-config.js';
+import { createRetryBudgetLedger } from './retry-budget-ledger.js';
+import { startRetention } from './retention.js';
 import { settleBatch } from './settler.js';
 import { fireTimerBatch } from './timer-firer.js';
 
@@ -47,6 +53,8 @@ export interface Scheduler {
   isReconcilerLeader(): boolean;
   /** Whether this replica holds the dead-letter (advisory worker) lease now. */
   isDeadLetterLeader(): boolean;
+  /** Whether this replica holds the retention lease now (and retention is on). */
+  isRetentionLeader(): boolean;
   stop(): Promise<void>;
 }
 
@@ -69,7 +77,9 @@ export async function startScheduler(config: SchedulerConfig, log?: Logger): Pro
   let lease: Lease | undefined;
   let reconcilerLease: Lease | undefined;
   let deadLetterLease: Lease | undefined;
+  let retentionLease: Lease | undefined;
   let relay: BatchLoop | undefined;
+  let topologyRepair: TopologyRepair | undefined;
   let reconcile: BatchLoop | undefined;
   let advisories: BatchLoop | undefined;
   let metricsServer: MetricsServer | undefined;
@@ -86,7 +96,26 @@ export async function startScheduler(config: SchedulerConfig, log?: Logger): Pro
     await ensureTopology(jsm, catalog);
     await ensureDeadLetterConsumer(jsm, catalog);
     const js = jetstream(nc);
+    // A nats-server may come back without its store: then every publish, lease renewal and
+    // stream read fails until what was ensured above exists again, and nothing else recreates it.
+    const repair = createTopologyRepair({
+      ensure: async () => {
+        await ensureTopology(jsm, catalog);
+        await ensureDeadLetterConsumer(jsm, catalog);
+        await openKvBuckets(connection, catalog, { leaseTtlMs: config.SLUICE_LEASE_TTL_MS });
+      },
+      onRepaired: (reason) =>
+        logger.warn({ reason }, 'recreated missing NATS streams, consumers and buckets'),
+      onError: (error, reason) =>
+        logger.warn({ err: error, reason }, 'could not recreate the NATS topology yet; retrying'),
+    });
+    topologyRepair = repair;
+    const noticeBusError = (context: string) => (error: unknown) => {
+      repair.noticeError(error, context);
+    };
     const metrics = createMetrics();
+    // Per replica, in memory (see retry-budget-ledger.ts for why).
+    const retryBudget = createRetryBudgetLedger(retryBudgetConfigOf(config));
     const common = {
       db: database.db,
       log: logger,
@@ -98,7 +127,8 @@ export async function startScheduler(config: SchedulerConfig, log?: Logger): Pro
       name: 'dispatch',
       pollMs: config.SLUICE_SCHEDULER_POLL_MS,
       log: logger,
-      runBatch: () => dispatchBatch({ ...common, js, catalog }),
+      runBatch: () =>
+        dispatchBatch({ ...common, js, catalog, onPublishFailed: noticeBusError('dispatch') }),
     });
     const abortRunningSteps = (taskIds: readonly string[]) => {
       for (const taskId of taskIds) {
@@ -117,6 +147,7 @@ export async function startScheduler(config: SchedulerConfig, log?: Logger): Pro
           ...common,
           onStepsReady: () => dispatcher.wake(),
           abortRunningSteps,
+          retryBudget,
         });
         const moreToSettle = await settleBatch(common);
         return moreOutcomes || moreToSettle;
@@ -157,7 +188,8 @@ export async function startScheduler(config: SchedulerConfig, log?: Logger): Pro
           name: 'relay',
           pollMs: config.SLUICE_SCHEDULER_POLL_MS,
           log: logger,
-          runBatch: () => relayEventBatch({ ...common, js, catalog }),
+          runBatch: () =>
+            relayEventBatch({ ...common, js, catalog, onPublishFailed: noticeBusError('relay') }),
         });
       },
       onLost: async (reason) => {
@@ -166,7 +198,10 @@ export async function startScheduler(config: SchedulerConfig, log?: Logger): Pro
         relay = undefined;
         await current?.stop();
       },
-      onError: (error) => logger.warn({ err: error }, 'event relay lease trouble'),
+      onError: (error) => {
+        logger.warn({ err: error }, 'event relay lease trouble');
+        repair.noticeError(error, 'lease');
+      },
     });
     await lease.start();
     reconcilerLease = createLease({
@@ -182,6 +217,7 @@ export async function startScheduler(config: SchedulerConfig, log?: Logger): Pro
           jsm,
           catalog,
           log: logger,
+          metrics,
           batchSize: config.SLUICE_SCHEDULER_BATCH,
           graceMs: config.SLUICE_DISPATCH_GRACE_MS,
           staleMs: config.SLUICE_STEP_STALE_MS,
@@ -194,6 +230,7 @@ export async function startScheduler(config: SchedulerConfig, log?: Logger): Pro
           pollMs: config.SLUICE_RECONCILE_INTERVAL_MS,
           log: logger,
           runBatch: async () => (await reconciler.reconcileBatch()).more,
+          onError: noticeBusError('reconcile'),
         });
       },
       onLost: async (reason) => {
@@ -202,7 +239,10 @@ export async function startScheduler(config: SchedulerConfig, log?: Logger): Pro
         reconcile = undefined;
         await current?.stop();
       },
-      onError: (error) => logger.warn({ err: error }, 'reconciler lease trouble'),
+      onError: (error) => {
+        logger.warn({ err: error }, 'reconciler lease trouble');
+        repair.noticeError(error, 'lease');
+      },
     });
     await reconcilerLease.start();
     deadLetterLease = createLease({
@@ -225,6 +265,7 @@ export async function startScheduler(config: SchedulerConfig, log?: Logger): Pro
               catalog,
               onOutcomesRecorded: () => applier.wake(),
             }),
+          onError: noticeBusError('advisories'),
         });
       },
       onLost: async (reason) => {
@@ -233,9 +274,24 @@ export async function startScheduler(config: SchedulerConfig, log?: Logger): Pro
         advisories = undefined;
         await current?.stop();
       },
-      onError: (error) => logger.warn({ err: error }, 'dead-letter lease trouble'),
+      onError: (error) => {
+        logger.warn({ err: error }, 'dead-letter lease trouble');
+        repair.noticeError(error, 'lease');
+      },
     });
     await deadLetterLease.start();
+    if (config.SLUICE_RETENTION_BATCH > 0) {
+      retentionLease = await startRetention({
+        ...common,
+        batchSize: config.SLUICE_RETENTION_BATCH,
+        ageMs: config.SLUICE_RETENTION_AGE,
+        tombstoneTtlMs: config.SLUICE_TOMBSTONE_TTL,
+        intervalMs: config.SLUICE_RETENTION_INTERVAL_MS,
+        kv: leases,
+        holderId,
+        leaseTtlMs: config.SLUICE_LEASE_TTL_MS,
+      });
+    }
     metricsServer = await startMetricsServer({
       port: config.SLUICE_METRICS_PORT,
       registry: metrics.registry,
@@ -250,8 +306,10 @@ export async function startScheduler(config: SchedulerConfig, log?: Logger): Pro
       'scheduler started',
     );
   } catch (error) {
+    await topologyRepair?.stop();
     await Promise.allSettled(loops.map((loop) => loop.stop()));
     await eventsListener?.unlisten();
+    await retentionLease?.stop();
     await deadLetterLease?.stop();
     await reconcilerLease?.stop();
     await lease?.stop();
@@ -266,14 +324,17 @@ export async function startScheduler(config: SchedulerConfig, log?: Logger): Pro
     isRelayLeader: () => started.lease.isLeader(),
     isReconcilerLeader: () => started.reconcilerLease.isLeader(),
     isDeadLetterLeader: () => started.deadLetterLease.isLeader(),
+    isRetentionLeader: () => retentionLease?.isLeader() ?? false,
     async stop() {
       logger.info('scheduler stopping');
       for (const subscription of subscriptions) subscription.unsubscribe();
       await started.eventsListener.unlisten();
+      await retentionLease?.stop();
       await started.deadLetterLease.stop();
       await started.reconcilerLease.stop();
       await started.lease.stop();
       await Promise.allSettled(loops.map((loop) => loop.stop()));
+      await topologyRepair?.stop();
       await started.metricsServer.stop();
       await closeNats(started.nc);
       await database.close();

@@ -21,6 +21,11 @@ export interface BatchLoopOptions {
   readonly log: Logger;
   /** Does one batch; returns true when there may be more work right away. */
   readonly runBatch: () => Promise<boolean>;
+  /**
+   * Sees every failed batch before the pause (e.g. to have lost NATS streams recreated, which no
+   * pause alone would bring back).
+   */
+  readonly onError?: (error: unknown) => void;
 }
 
 /** Pause after a failed batch (Postgres or NATS trouble) before trying again. */
@@ -36,6 +41,11 @@ export function startBatchLoop(options: BatchLoopOptions): BatchLoop {
         more = await options.runBatch();
       } catch (error) {
         options.log.error({ err: error, loop: options.name }, 'batch failed; retrying');
+        try {
+          options.onError?.(error);
+        } catch (hookError) {
+          options.log.error({ err: hookError, loop: options.name }, 'batch error hook failed');
+        }
         await waker.wait(ERROR_PAUSE_MS);
         continue;
       }

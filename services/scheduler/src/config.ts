@@ -1,10 +1,14 @@
 /**
  * Configuration of the scheduler, from the environment.
  */
-import { COMMON_ENV, intVar, loadEnvConfig, type EnvConfig } from '@sluice/runtime';
+import { RETRY_BUDGET_ENV } from './retry-budget-config.js';
+import { COMMON_ENV, durationVar, intVar, loadEnvConfig, type EnvConfig } from '@sluice/runtime';
+
+const DAY_MS = 86_400_000;
 
 export const SCHEDULER_ENV = {
   ...COMMON_ENV,
+  ...RETRY_BUDGET_ENV,
   /** Steps claimed (and outcomes applied, events relayed) per transaction. */
   SLUICE_SCHEDULER_BATCH: intVar(200, 1, 5_000),
   /**
@@ -28,6 +32,21 @@ export const SCHEDULER_ENV = {
   SLUICE_STEP_STALE_MS: intVar(45_000, 10, 3_600_000),
   /** Dispatches per step; a lost step dispatched this often already fails instead. */
   SLUICE_MAX_DISPATCHES: intVar(10, 1, 1_000),
+  /**
+   * Retention: tasks in a final state are deleted (with their steps, events and timers) once they
+   * finished this long ago (`7d`, `36h`, …). A task with a dead letter not yet redriven is kept
+   * until the letter is purged.
+   */
+  SLUICE_RETENTION_AGE: durationVar('7d', 60_000, 3_650 * DAY_MS),
+  /**
+   * How long a deleted task's idempotency key stays taken (its tombstone), counted from the
+   * deletion: a repeat within it gets the original task id instead of a new task.
+   */
+  SLUICE_TOMBSTONE_TTL: durationVar('30d', 60_000, 3_650 * DAY_MS),
+  /** Tasks (and expired tombstones) deleted per retention transaction; 0 turns retention off. */
+  SLUICE_RETENTION_BATCH: intVar(500, 0, 10_000),
+  /** Pause between retention passes once nothing old enough is left. */
+  SLUICE_RETENTION_INTERVAL_MS: intVar(60_000, 10, 86_400_000),
 };
 
 export type SchedulerConfig = EnvConfig<typeof SCHEDULER_ENV>;

@@ -33,6 +33,8 @@ export interface DispatcherDeps {
   readonly log: Logger;
   readonly metrics: Metrics;
   readonly batchSize: number;
+  /** Sees each failed publication (a missing stream must be recreated before any can succeed). */
+  readonly onPublishFailed?: (error: unknown) => void;
 }
 
 /** Claims and publishes one batch; returns true when the batch was full (more may be ready). */
@@ -52,6 +54,7 @@ export async function dispatchBatch(deps: DispatcherDeps): Promise<boolean> {
       });
     } else {
       failed.push({ stepId: step.id, dispatch: step.dispatch });
+      deps.onPublishFailed?.(result.reason);
       deps.log.warn(
         { err: result.reason, task_id: step.taskId, step_seq: step.seq },
         'dispatch failed; the step goes back to the ready queue',

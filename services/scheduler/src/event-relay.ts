@@ -22,6 +22,8 @@ export interface EventRelayDeps {
   readonly log: Logger;
   readonly metrics: Metrics;
   readonly batchSize: number;
+  /** Sees each failed publication (a missing stream must be recreated before any can succeed). */
+  readonly onPublishFailed?: (error: unknown) => void;
 }
 
 /**
@@ -44,6 +46,7 @@ export async function relayEventBatch(deps: EventRelayDeps): Promise<boolean> {
       blockedTasks.add(event.taskId);
       if (result.status === 'rejected') {
         deps.log.warn({ err: result.reason, task_id: event.taskId }, 'event relay publish failed');
+        deps.onPublishFailed?.(result.reason);
       }
     }
   });

@@ -1,7 +1,9 @@
 /**
  * The outcome applier's dead-letter path against the real Postgres: a failed step whose attempts
  * ran out writes its dead letter and fails the task (reason `dead_letter`) in one transaction and
- * counts it; a step with attempts left, or an error that is never retried, writes no letter.
+ * counts it; a step with attempts left, or an error that is never retried, writes no letter; a step
+ * another path failed with a dead letter (the advisory worker, the reconciler's dispatch cap) fails
+ * its task with reason `dead_letter` too, naming that letter.
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
@@ -10,6 +12,7 @@ import {
   createTask,
   createTenant,
   deadLettersOfTask,
+  insertDeadLetter,
   listTaskEvents,
   migrateDatabase,
   openDatabase,
@@ -144,5 +147,40 @@ describe('outcome applier: dead letters', () => {
     const last = (await listTaskEvents(handle.db, taskId, 0)).at(-1);
     assert.equal(last?.data?.['reason'], 'not_retryable');
     assert.equal(await deadLetterCount(metrics), 0);
+  });
+
+  it('fails with reason dead_letter a step another path dead-lettered', async () => {
+    const metrics = createMetrics();
+    const poison: SerializedStepError = {
+      errorClass: 'unknown',
+      message: 'step message delivered 2 times without an outcome',
+      retryable: false,
+    };
+    const taskId = await failedTask(1, poison);
+    // What the advisory worker writes with the failed outcome, in its own transaction.
+    const letterId = await insertDeadLetter(handle.db, {
+      taskId,
+      tenantId: 'acme',
+      step: 'call',
+      stepSeq: 1,
+      reason: 'max_deliveries',
+      error: poison,
+      attempts: 2,
+      streamSeq: 7,
+    });
+    await applyAll(metrics);
+
+    assert.equal(await statusOf(taskId), 'failed_terminal');
+    const last = (await listTaskEvents(handle.db, taskId, 0)).at(-1);
+    assert.deepEqual(last?.data, {
+      error_class: 'unknown',
+      message: poison.message,
+      attempts: 1,
+      reason: 'dead_letter',
+      dead_letter_id: letterId,
+      dead_letter_reason: 'max_deliveries',
+    });
+    assert.equal((await deadLettersOfTask(handle.db, taskId)).length, 1, 'no second letter');
+    assert.equal(await deadLetterCount(metrics), 0, 'counted by the path that wrote it');
   });
 });

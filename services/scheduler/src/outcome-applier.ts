@@ -4,13 +4,19 @@
  * - `complete` of a fan-out branch finishes that branch, and the last one starts the join;
  *   `complete` of any other step completes the task;
  * - `awaitApproval` makes the task wait for a person, with a durable timeout timer;
- * - `failed` fails the task and aborts its other steps (retries by class: the recovery issue);
+ * - `failed` runs the step again after its backoff when its class and attempts allow (the retry
+ *   budget may push it later), goes to the step's repair step after a `schema_validation` failure
+ *   when it declares one, and otherwise fails the task (with a dead letter when attempts ran out or
+ *   another path wrote one) and aborts its other steps;
  * - while a cancel is requested, outcomes start nothing: the settler ends the task once nothing runs.
  */
 import {
   assertNever,
   continuationOf,
+  decideRepair,
   decideRetry,
+  repairInputOf,
+  type ErrorClass,
   type Json,
   type SerializedStepError,
 } from '@sluice/core';
@@ -29,9 +35,12 @@ import {
   lockTask,
   lockUnappliedOutcomes,
   markOutcomesApplied,
+  openDeadLetterOfStep,
+  repairHistoryOf,
   startContinuation,
   type Database,
   type DeadLetterReason,
+  type ManifestStep,
   type PendingApproval,
   type TaskRecord,
   type Transaction,
@@ -39,6 +48,7 @@ import {
   type UnappliedOutcome,
 } from '@sluice/db';
 import type { Logger, Metrics } from '@sluice/telemetry';
+import type { RetryBudgetLedger } from './retry-budget-ledger.js';
 
 /** What the applier needs. */
 export interface OutcomeApplierDeps {
@@ -50,7 +60,12 @@ export interface OutcomeApplierDeps {
   readonly onStepsReady: () => void;
   /** Called after a commit that failed tasks, so their running steps are aborted. */
   readonly abortRunningSteps: (taskIds: readonly string[]) => void;
+  /** The retry budget of this replica; without one, retries are due when their backoff says. */
+  readonly retryBudget?: RetryBudgetLedger;
 }
+
+/** What applying an outcome reads besides the transaction. */
+type ApplyDeps = Pick<OutcomeApplierDeps, 'log' | 'retryBudget'>;
 
 /** What applying one outcome did, for what follows the commit. */
 interface Applied {
@@ -58,30 +73,41 @@ interface Applied {
   readonly abortTask: boolean;
   /** The reason of a dead letter written, counted once the transaction commits. */
   readonly deadLetter?: DeadLetterReason;
+  /** The class of the error a retry was scheduled for, counted once the transaction commits. */
+  readonly retried?: ErrorClass;
+  /** The resource whose retry budget pushed a retry later. */
+  readonly overBudget?: string;
 }
 
 const NOTHING: Applied = { stepsAdded: false, abortTask: false };
 
 /** Applies one batch of outcomes in one transaction; true when the batch was full. */
 export async function applyOutcomeBatch(deps: OutcomeApplierDeps): Promise<boolean> {
-  const { count, stepsAdded, aborted, deadLettered } = await deps.db.transaction(async (tx) => {
+  const { count, stepsAdded, aborted, results } = await deps.db.transaction(async (tx) => {
     const outcomes = await lockUnappliedOutcomes(tx, deps.batchSize);
     let added = false;
     const abort: string[] = [];
-    const letters: DeadLetterReason[] = [];
+    const counted: Applied[] = [];
     for (const outcome of outcomes) {
-      const applied = await applyOne(tx, outcome, deps.log);
+      // Every finished attempt counts towards its resource's retry budget (a cancel is not one).
+      if (outcome.outcome.type !== 'cancelled') deps.retryBudget?.recordAttempt(outcome.resource);
+      const applied = await applyOne(tx, outcome, deps);
       added ||= applied.stepsAdded;
       if (applied.abortTask) abort.push(outcome.taskId);
-      if (applied.deadLetter) letters.push(applied.deadLetter);
+      counted.push(applied);
     }
     await markOutcomesApplied(
       tx,
       outcomes.map((o) => o.stepId),
     );
-    return { count: outcomes.length, stepsAdded: added, aborted: abort, deadLettered: letters };
+    return { count: outcomes.length, stepsAdded: added, aborted: abort, results: counted };
   });
-  for (const reason of deadLettered) deps.metrics.deadLetterCount.inc({ reason });
+  // Counted once the transaction committed.
+  for (const applied of results) {
+    if (applied.deadLetter) deps.metrics.deadLetterCount.inc({ reason: applied.deadLetter });
+    if (applied.retried) deps.metrics.retryCount.inc({ error_class: applied.retried });
+    if (applied.overBudget) deps.metrics.retryBudgetExhausted.inc({ resource: applied.overBudget });
+  }
   if (stepsAdded) deps.onStepsReady();
   if (aborted.length > 0) deps.abortRunningSteps(aborted);
   return count === deps.batchSize;
@@ -90,8 +116,9 @@ export async function applyOutcomeBatch(deps: OutcomeApplierDeps): Promise<boole
 async function applyOne(
   tx: Transaction,
   recorded: UnappliedOutcome,
-  log: Logger,
+  deps: ApplyDeps,
 ): Promise<Applied> {
+  const { log } = deps;
   const task = await lockTask(tx, recorded.taskId);
   if (!task)
     throw new Error(`outcome of step ${recorded.stepId} names unknown task ${recorded.taskId}`);
@@ -114,7 +141,7 @@ async function applyOne(
     case 'cancelled':
       return NOTHING;
     case 'failed':
-      return retryOrFail(tx, task, recorded, outcome.error, log);
+      return retryOrFail(tx, task, recorded, outcome, deps);
     case 'complete': {
       if (!isBranch) {
         await transition(tx, log, {
@@ -201,40 +228,73 @@ async function applyOne(
 
 /**
  * A failed step runs again after its backoff when its class and attempts allow (decideRetry in
- * core); the wait is the step's due time in the ready queue. A task with nothing else to do shows
- * `failed_retryable` until a durable timer makes it `queued` again; a task with other steps in
- * flight stays `running`. Otherwise the task fails for good.
+ * core); the wait is the step's due time in the ready queue, pushed later when the resource's retry
+ * budget is used up (never dropped). A task with nothing else to do shows `failed_retryable` until a
+ * durable timer makes it `queued` again; a task with other steps in flight stays `running`.
+ * A `schema_validation` failure goes to the step's repair step when it declares one. Otherwise the
+ * task fails for good: reason `dead_letter` when its attempts ran out or another path (the advisory
+ * worker, the reconciler's dispatch cap) wrote the step's dead letter, else `not_retryable`.
  */
 async function retryOrFail(
   tx: Transaction,
   task: TaskRecord,
   recorded: UnappliedOutcome,
-  error: SerializedStepError,
-  log: Logger,
+  outcome: Extract<UnappliedOutcome['outcome'], { type: 'failed' }>,
+  deps: ApplyDeps,
 ): Promise<Applied> {
+  const { log } = deps;
+  const { error } = outcome;
   const manifest = await findTaskType(tx, task.type, task.typeVersion);
-  const maxAttempts = manifest?.steps.find((step) => step.name === recorded.name)?.maxAttempts ?? 1;
+  const declared = manifest?.steps.find((step) => step.name === recorded.name);
+  const maxAttempts = declared?.maxAttempts ?? 1;
+  if (error.errorClass === 'schema_validation' && declared?.repairStep !== undefined) {
+    return repairOrFail(tx, task, recorded, outcome, declared, deps);
+  }
   const decision = decideRetry({
     error,
     attempts: recorded.attempts,
     maxAttempts,
     random: Math.random(),
+    ...(declared?.backoff ? { backoff: declared.backoff } : {}),
   });
   if (!decision.retry) {
     if (decision.reason === 'attempts_exhausted') return deadLetter(tx, task, recorded, error, log);
+    const letter = await openDeadLetterOfStep(tx, task.id, recorded.seq);
     return fail(tx, task, recorded.name, error, log, {
       attempts: recorded.attempts,
-      reason: decision.reason,
+      ...(letter
+        ? { reason: 'dead_letter', dead_letter_id: letter.id, dead_letter_reason: letter.reason }
+        : { reason: decision.reason }),
     });
   }
-  const dueAt = new Date(Date.now() + decision.delayMs);
+  const wanted = Date.now() + decision.delayMs;
+  const placement = deps.retryBudget?.placeRetry(recorded.resource, wanted);
+  const dueAt = new Date(placement?.dueAt ?? wanted);
+  const deferredMs = placement?.deferredMs ?? 0;
   await scheduleStepRetry(tx, recorded.stepId, dueAt);
   const retry = {
     error_class: error.errorClass,
     message: error.message,
     attempts: recorded.attempts,
     next_attempt_at: dueAt.toISOString(),
+    ...(deferredMs > 0 ? { retry_budget_deferred_ms: deferredMs } : {}),
   };
+  const applied: Applied = {
+    ...NOTHING,
+    retried: error.errorClass,
+    ...(deferredMs > 0 ? { overBudget: recorded.resource } : {}),
+  };
+  if (deferredMs > 0) {
+    log.info(
+      {
+        task_id: task.id,
+        step: recorded.name,
+        resource: recorded.resource,
+        deferred_ms: deferredMs,
+      },
+      'retry budget used up: retry pushed later',
+    );
+  }
   if (await hasOtherActiveSteps(tx, task.id, recorded.stepId)) {
     await appendTaskEvent(tx, {
       taskId: task.id,
@@ -242,7 +302,7 @@ async function retryOrFail(
       step: recorded.name,
       data: retry,
     });
-    return NOTHING;
+    return applied;
   }
   await transition(tx, log, {
     taskId: task.id,
@@ -252,7 +312,80 @@ async function retryOrFail(
     data: retry,
   });
   await addTimer(tx, { taskId: task.id, kind: TimerKind.RetryBackoff, dueAt });
-  return NOTHING;
+  return applied;
+}
+
+/**
+ * A step that failed `schema_validation` and declares a repair step: the repair step starts next in
+ * its place (same branch, if any) with what failed as its input, as a `continue` of the running
+ * task — no state or event of its own — and its result continues the task as the failed step's
+ * would have. At most `maxAttempts` repairs of the step per task attempt (counted from the task's
+ * step rows); then, or when the repair cannot start, the task fails for good.
+ */
+async function repairOrFail(
+  tx: Transaction,
+  task: TaskRecord,
+  recorded: UnappliedOutcome,
+  outcome: Extract<UnappliedOutcome['outcome'], { type: 'failed' }>,
+  declared: ManifestStep,
+  deps: ApplyDeps,
+): Promise<Applied> {
+  const { log } = deps;
+  const { error } = outcome;
+  const repairStep = declared.repairStep ?? '';
+  const history = await repairHistoryOf(tx, {
+    taskId: task.id,
+    taskAttempt: task.attempt,
+    seq: recorded.seq,
+    failedStep: recorded.name,
+    repairStep,
+  });
+  const decision = decideRepair({
+    error,
+    repairStep,
+    repairsSoFar: history.repairsSoFar,
+    maxRepairs: declared.maxAttempts,
+  });
+  if (!decision.repair) {
+    return fail(tx, task, recorded.name, error, log, {
+      attempts: recorded.attempts,
+      reason: decision.reason,
+      repairs: history.repairsSoFar,
+    });
+  }
+  const input = repairInputOf({
+    repairOf: recorded.name,
+    input: history.input,
+    result: outcome.result ?? null,
+    error: error.message,
+  });
+  const started = await startContinuation(
+    tx,
+    task,
+    { type: 'next', step: decision.step, input },
+    { seq: recorded.seq, fanOutOf: recorded.fanOutOf, branchIndex: recorded.branchIndex },
+  );
+  if (!started.ok) {
+    return fail(tx, task, recorded.name, error, log, {
+      attempts: recorded.attempts,
+      reason: 'repair_not_started',
+      detail: started.reason,
+    });
+  }
+  await transition(tx, log, {
+    taskId: task.id,
+    step: recorded.name,
+    event: { type: 'continue' },
+    data: {
+      next: started.steps,
+      repair_of: recorded.name,
+      repair: history.repairsSoFar + 1,
+      error_class: error.errorClass,
+      message: error.message,
+    },
+    patch: { currentStep: started.label },
+  });
+  return { stepsAdded: true, abortTask: false };
 }
 
 /**

@@ -20,6 +20,7 @@ import {
   claimReadySteps,
   createTask,
   createTenant,
+  deadLettersOfTask,
   findStep,
   migrateDatabase,
   openDatabase,
@@ -243,17 +244,22 @@ describe('reconciler', () => {
     assert.equal(step.dispatchCount, 1);
   });
 
-  it('leaves the steps of a task with a cancel requested to the settler', async () => {
-    await using w = await world();
-    await w.handle.db.transaction((tx) => claimReadySteps(tx, 10));
-    await w.handle.sql`update tasks set cancel_requested = true where id = ${w.taskId}`;
-    await w.age(STALE_MS + 1_000, 'dispatched_at');
-    assert.equal((await w.reconciler.reconcileBatch()).requeued, 0);
-    assert.equal((await w.step()).status, 'dispatched');
-  });
+  for (const request of ['cancel_requested', 'pause_requested'] as const) {
+    it(`gives a lost step of a task with ${request} back, where the claim leaves it alone`, async () => {
+      await using w = await world();
+      await w.handle.db.transaction((tx) => claimReadySteps(tx, 10));
+      await w.handle.sql`update tasks set ${w.handle.sql(request)} = true where id = ${w.taskId}`;
+      await w.age(GRACE_MS + 1_000, 'dispatched_at');
+      // Left in flight, it would keep the settler from completing the cancel or pause for good.
+      assert.equal((await w.reconciler.reconcileBatch()).requeued, 1);
+      assert.equal((await w.step()).status, 'ready');
+      assert.deepEqual(await w.handle.db.transaction((tx) => claimReadySteps(tx, 10)), []);
+    });
+  }
 
-  it('fails a lost step whose dispatches reached the cap, as an executor records a failure', async () => {
-    await using w = await world({ maxDispatches: 3 });
+  it('fails a lost step whose dispatches reached the cap, with a dead letter', async () => {
+    const metrics = createMetrics();
+    await using w = await world({ maxDispatches: 3, metrics });
     for (let dispatch = 1; dispatch <= 3; dispatch += 1) {
       await w.handle.db.transaction((tx) => claimReadySteps(tx, 10));
       assert.equal((await w.step()).dispatchCount, dispatch);
@@ -282,6 +288,16 @@ describe('reconciler', () => {
       events.map((event) => event.type).filter((type) => type.startsWith('step_')),
       ['step_redispatched', 'step_redispatched', 'step_failed'],
     );
+    // Poison work ends as a dead letter, written with the failed outcome.
+    const letters = await deadLettersOfTask(w.handle.db, w.taskId);
+    assert.equal(letters.length, 1);
+    assert.equal(letters[0]?.reason, 'max_deliveries');
+    assert.equal(letters[0]?.stepSeq, 1);
+    assert.equal(letters[0]?.step, 'work');
+    assert.equal(letters[0]?.attempts, 3);
+    assert.equal(letters[0]?.streamSeq, null);
+    const counted = (await metrics.deadLetterCount.get()).values;
+    assert.equal(counted.find((v) => v.labels['reason'] === 'max_deliveries')?.value, 1);
   });
 
   it('scans a long list of candidates page by page', async () => {

@@ -9,7 +9,9 @@
  * its current dispatch is no longer in the steps stream. A message still there is left to
  * JetStream, which redelivers it (or dead-letters it after `max_deliver`). A lost step goes back to
  * the ready queue and gets a new dispatch number when claimed; one dispatched too often already is
- * failed instead, through the same outcome path executors use.
+ * poison work: it is failed through the same outcome path executors use and, in the same
+ * transaction, recorded as a dead letter (reason `max_deliveries`: Sluice's own delivery cap, as
+ * JetStream's `max_deliver` is the broker's), so the task fails with reason `dead_letter`.
  */
 import type { JetStreamManager } from '@nats-io/jetstream';
 import { dispatchMsgId, type BusCatalog } from '@sluice/bus';
@@ -17,11 +19,13 @@ import type { SerializedStepError } from '@sluice/core';
 import {
   failLostStep,
   findStaleSteps,
+  findStep,
+  insertDeadLetter,
   requeueLostStep,
   type Database,
   type StaleStep,
 } from '@sluice/db';
-import type { Logger } from '@sluice/telemetry';
+import type { Logger, Metrics } from '@sluice/telemetry';
 
 /** The header JetStream deduplicates publications by (set from the publish's `msgID`). */
 const MSG_ID_HEADER = 'Nats-Msg-Id';
@@ -32,6 +36,8 @@ export interface ReconcilerDeps {
   readonly jsm: JetStreamManager;
   readonly catalog: BusCatalog;
   readonly log: Logger;
+  /** Counts the dead letters of steps failed at the dispatch cap, when given. */
+  readonly metrics?: Metrics;
   /** Candidates examined per batch. */
   readonly batchSize: number;
   /** A claim with no recorded publication older than this was never published. */
@@ -87,14 +93,21 @@ export function createReconciler(deps: ReconcilerDeps): Reconciler {
       for (const [index, step] of candidates.entries()) {
         if (inStream[index]) continue;
         if (step.dispatch >= deps.maxDispatches) {
-          if (await failLostStep(deps.db, step, capError(step.dispatch))) {
+          const letterId = await failAtCap(deps, step);
+          if (letterId !== undefined) {
             failed += 1;
+            deps.metrics?.deadLetterCount.inc({ reason: 'max_deliveries' });
             deps.log.warn(
-              { task_id: step.taskId, step_seq: step.seq, dispatches: step.dispatch },
-              'lost step reached its dispatch cap; failing it',
+              {
+                task_id: step.taskId,
+                step_seq: step.seq,
+                dispatches: step.dispatch,
+                dead_letter_id: letterId,
+              },
+              'lost step reached its dispatch cap; failing it with a dead letter',
             );
           }
-        } else if (await requeueLostStep(deps.db, step)) {
+        } else if (await deps.db.transaction((tx) => requeueLostStep(tx, step))) {
           requeued += 1;
           deps.log.info(
             { task_id: step.taskId, step_seq: step.seq, dispatch: step.dispatch, kind: step.kind },
@@ -122,6 +135,28 @@ async function messageInStream(deps: ReconcilerDeps, step: StaleStep): Promise<b
   });
   if (message === null) return false;
   return message.header.get(MSG_ID_HEADER) === dispatchMsgId(step.taskId, step.seq, step.dispatch);
+}
+
+/**
+ * Fails a step at its dispatch cap and writes its dead letter in one transaction (never one without
+ * the other); the letter's id, or `undefined` when the step changed since it was seen.
+ */
+async function failAtCap(deps: ReconcilerDeps, step: StaleStep): Promise<string | undefined> {
+  const error = capError(step.dispatch);
+  return deps.db.transaction(async (tx) => {
+    if (!(await failLostStep(tx, step, error))) return undefined;
+    const row = await findStep(tx, step.taskId, step.seq);
+    if (!row) throw new Error(`step ${step.seq} of task ${step.taskId} vanished`);
+    return insertDeadLetter(tx, {
+      taskId: step.taskId,
+      tenantId: row.tenantId,
+      step: row.name,
+      stepSeq: step.seq,
+      reason: 'max_deliveries',
+      error,
+      attempts: step.dispatch,
+    });
+  });
 }
 
 /** The failure recorded for a step lost again and again. */

@@ -1,15 +1,21 @@
 /**
  * Settles tasks once nothing of theirs is in flight: a requested cancel becomes `cancelled`, a
- * requested pause becomes `paused`, and a task queued again by a retry whose pending work is an
- * approval asks for it again. Runs after each batch of outcomes, and whenever woken.
+ * requested pause becomes `paused`, a running task whose only work left is a fan-out branch waiting
+ * out its retry backoff shows `failed_retryable` until then, and a task queued again by a retry
+ * whose pending work is an approval asks for it again. Runs after each batch of outcomes, and
+ * whenever woken.
  */
+import { isErrorClass } from '@sluice/core';
 import {
+  addTimer,
   applyTransition,
   armApprovalTimer,
   cancelWaitingSteps,
   closeTimers,
   lockTask,
   lockTasksToSettle,
+  TimerKind,
+  waitingRetry,
   type Database,
   type PendingApproval,
   type Transaction,
@@ -50,6 +56,8 @@ async function settleOne(tx: Transaction, taskId: string, log: Logger): Promise<
     );
   } else if (task.status === 'running' && task.pauseRequested) {
     await check(log, task.id, applyTransition(tx, { taskId, event: { type: 'pause_completed' } }));
+  } else if (task.status === 'running') {
+    await showWaitingRetry(tx, taskId, log);
   } else if (task.status === 'queued' && task.approval) {
     // Retried after the approval was rejected or the task cancelled while waiting: ask again.
     const approval: PendingApproval = {
@@ -74,6 +82,35 @@ async function settleOne(tx: Transaction, taskId: string, log: Logger): Promise<
     );
     await armApprovalTimer(tx, task.id, approval);
   }
+}
+
+/**
+ * A branch failed while its siblings ran, so its retry was only a fact (`step_retry_scheduled`)
+ * and the task stayed `running`; now nothing else runs, so the task says what it waits for, as a
+ * task whose single step failed does: `failed_retryable` with the error and the next attempt, and
+ * the backoff timer that makes it `queued` again when the branch is due.
+ */
+async function showWaitingRetry(tx: Transaction, taskId: string, log: Logger): Promise<void> {
+  const waiting = await waitingRetry(tx, taskId);
+  if (!waiting) return;
+  const errorClass = isErrorClass(waiting.errorClass) ? waiting.errorClass : 'unknown';
+  await check(
+    log,
+    taskId,
+    applyTransition(tx, {
+      taskId,
+      step: waiting.step,
+      event: { type: 'fail_retryable' },
+      patch: { error: { errorClass, message: waiting.message, retryable: true } },
+      data: {
+        error_class: errorClass,
+        message: waiting.message,
+        next_attempt_at: waiting.dueAt.toISOString(),
+        waiting_branch: true,
+      },
+    }),
+  );
+  await addTimer(tx, { taskId, kind: TimerKind.RetryBackoff, dueAt: waiting.dueAt });
 }
 
 async function check(

@@ -122,6 +122,23 @@ export async function markDeadLetterRedriven(tx: Transaction, id: string): Promi
   return rows.length === 1;
 }
 
+/**
+ * Marks every open letter of a task redriven, now: a retry of the task (by `RetryTask` or by a
+ * redrive) answers all of them, so none outlives its cause next to a task that may succeed.
+ * Returns the ids it marked.
+ */
+export async function markTaskDeadLettersRedriven(
+  tx: Transaction,
+  taskId: string,
+): Promise<string[]> {
+  const rows = await tx
+    .update(deadLetters)
+    .set({ redrivenAt: sql`now()` })
+    .where(and(eq(deadLetters.taskId, taskId), isNull(deadLetters.redrivenAt)))
+    .returning({ id: deadLetters.id });
+  return rows.map((row) => row.id);
+}
+
 /** Deletes dead letters; returns the ids that existed (and are gone now). */
 export async function purgeDeadLetters(
   executor: Executor,

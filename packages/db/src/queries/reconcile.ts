@@ -11,6 +11,7 @@ import { sql, type SQL } from 'drizzle-orm';
 import type { SerializedStepError, StepOutcome } from '@sluice/core';
 import type { Executor } from '../client.js';
 import { appendTaskEvent } from './events.js';
+import { lockTask } from './tasks.js';
 
 /** Why a step is a candidate for reconciliation. */
 export type StaleStepKind =
@@ -43,14 +44,17 @@ export interface FindStaleStepsOptions {
   readonly limit: number;
 }
 
-/** The condition "the step's task is one the reconciler may touch". */
+/**
+ * The condition "the step's task is one the reconciler may touch". A task with a requested cancel
+ * or pause counts: the settler completes those only once nothing is in flight, so a lost step of
+ * theirs must be given back too — to the ready queue, where the claim leaves it alone while the
+ * request stands (a cancel then cancels it, a resume dispatches it).
+ */
 function taskIsActive(stepAlias: SQL): SQL {
   return sql`exists (
     select 1 from tasks t
     where t.id = ${stepAlias}.task_id
       and t.status in ('queued', 'running')
-      and not t.cancel_requested
-      and not t.pause_requested
   )`;
 }
 
@@ -113,8 +117,14 @@ function stillAsSeen(step: SeenStep): SQL {
  * swallow it). The old publish sequence is cleared: it names a message of an older dispatch.
  * Returns false when the step changed since it was seen (it started, finished, or was dispatched
  * again) or its task is no longer the reconciler's to touch.
+ *
+ * Call it in a transaction: the step's update and its event (which takes the task's next event
+ * sequence) must commit together, or a crash between them leaves a gap in the task's history.
  */
 export async function requeueLostStep(executor: Executor, step: SeenStep): Promise<boolean> {
+  // The task row first: the lock order of every writer (task, then its steps), so that an executor
+  // starting this very step cannot deadlock with us.
+  await lockTask(executor, step.taskId);
   const rows = await executor.execute<{ name: string }>(sql`
     update task_steps s
     set status = 'ready', due_at = now(), publish_seq = null
@@ -135,13 +145,15 @@ export async function requeueLostStep(executor: Executor, step: SeenStep): Promi
 /**
  * Records a failed outcome for a lost step that may not be dispatched again (its dispatches reached
  * the cap), as an executor records one, so the scheduler's outcome path fails the task. Returns
- * false when the step changed since it was seen or its task is no longer the reconciler's.
+ * false when the step changed since it was seen or its task is no longer the reconciler's. Call it
+ * in a transaction, as {@link requeueLostStep}.
  */
 export async function failLostStep(
   executor: Executor,
   step: SeenStep,
   error: SerializedStepError,
 ): Promise<boolean> {
+  await lockTask(executor, step.taskId);
   const outcome: StepOutcome = { type: 'failed', error };
   const rows = await executor.execute<{ name: string }>(sql`
     update task_steps s

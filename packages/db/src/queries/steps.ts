@@ -2,7 +2,7 @@
  * The step rows: the ready queue (claimed by the scheduler), the executor's start/heartbeat/outcome
  * writes, and the scheduler's reading of recorded outcomes.
  */
-import { and, asc, eq, inArray, isNotNull, isNull, sql } from 'drizzle-orm';
+import { and, asc, eq, inArray, isNotNull, isNull, sql, type SQL } from 'drizzle-orm';
 import type { Json, Priority, StepOutcome } from '@sluice/core';
 import type { Executor } from '../client.js';
 import { taskSteps } from '../schema.js';
@@ -43,7 +43,28 @@ export async function claimReadySteps(executor: Executor, limit: number): Promis
     priority: number;
     dispatch_count: number;
     trace_parent: string | null;
-  }>(sql`
+  }>(claimReadyStepsStatement(limit));
+  return rows
+    .map((row) => ({
+      id: Number(row.id),
+      taskId: row.task_id,
+      seq: row.seq,
+      name: row.name,
+      resource: row.resource,
+      tenantId: row.tenant_id,
+      priority: row.priority as Priority,
+      dispatch: row.dispatch_count,
+      traceParent: row.trace_parent,
+    }))
+    .sort((a, b) => a.priority - b.priority || a.id - b.id);
+}
+
+/**
+ * The statement of {@link claimReadySteps}, exported so the ready-queue benchmark can EXPLAIN
+ * exactly what the dispatcher runs.
+ */
+export function claimReadyStepsStatement(limit: number): SQL {
+  return sql`
     with claimable as (
       select s.id
       from task_steps s
@@ -63,20 +84,7 @@ export async function claimReadySteps(executor: Executor, limit: number): Promis
     where s.id = claimable.id
     returning s.id, s.task_id, s.seq, s.name, s.resource, s.tenant_id, s.priority, s.dispatch_count,
       (select trace_parent from tasks t where t.id = s.task_id) as trace_parent
-  `);
-  return rows
-    .map((row) => ({
-      id: Number(row.id),
-      taskId: row.task_id,
-      seq: row.seq,
-      name: row.name,
-      resource: row.resource,
-      tenantId: row.tenant_id,
-      priority: row.priority as Priority,
-      dispatch: row.dispatch_count,
-      traceParent: row.trace_parent,
-    }))
-    .sort((a, b) => a.priority - b.priority || a.id - b.id);
+  `;
 }
 
 /** Stores the JetStream sequence of each published dispatch (for the reconciler). */
@@ -232,6 +240,8 @@ export interface UnappliedOutcome {
   readonly taskId: string;
   readonly seq: number;
   readonly name: string;
+  /** The resource the step ran on (what the retry budget counts by). */
+  readonly resource: string;
   readonly outcome: StepOutcome;
   /** Attempts of the step so far, the one that produced this outcome included. */
   readonly attempts: number;
@@ -255,6 +265,7 @@ export async function lockUnappliedOutcomes(
       taskId: taskSteps.taskId,
       seq: taskSteps.seq,
       name: taskSteps.name,
+      resource: taskSteps.resource,
       outcome: taskSteps.outcome,
       attempts: taskSteps.attempts,
       fanOutOf: taskSteps.fanOutOf,
@@ -406,7 +417,8 @@ export interface TaskToSettle {
 
 /**
  * Locks up to `limit` tasks the scheduler must settle because nothing of theirs is in flight any
- * more: running tasks with a requested cancel or pause, and queued tasks (after a retry) whose only
+ * more: running tasks with a requested cancel or pause, running tasks whose only work left is a
+ * fan-out branch waiting out its retry backoff, and queued tasks (after a retry) whose only
  * pending work is an approval to ask again. Skips tasks another replica holds.
  */
 export async function lockTasksToSettle(
@@ -419,6 +431,11 @@ export async function lockTasksToSettle(
         (t.status = 'running' and (t.cancel_requested or t.pause_requested))
         or (t.status = 'queued' and t.approval is not null
             and not exists (select 1 from task_steps r where r.task_id = t.id and r.status = 'ready'))
+        or (t.status = 'running'
+            and exists (select 1 from task_steps w
+                        where w.task_id = t.id and w.status = 'ready' and w.due_at > now())
+            and not exists (select 1 from task_steps r
+                            where r.task_id = t.id and r.status = 'ready' and r.due_at <= now()))
       )
       and not exists (
         select 1 from task_steps s
@@ -464,6 +481,50 @@ export async function hasOtherActiveSteps(
     ) as active
   `);
   return rows[0]?.active === true;
+}
+
+/** The retry a running task waits for when nothing else of it is left to run. */
+export interface WaitingRetry {
+  readonly step: string;
+  readonly dueAt: Date;
+  /** The failure the retry answers, from the step's latest `step_retry_scheduled` fact. */
+  readonly errorClass: string;
+  readonly message: string;
+}
+
+/**
+ * The step that is due next among the task's waiting retries, with the failure that made it wait;
+ * undefined when none waits (or its failure was not recorded as a scheduled retry).
+ */
+export async function waitingRetry(
+  executor: Executor,
+  taskId: string,
+): Promise<WaitingRetry | undefined> {
+  const rows = await executor.execute<{
+    name: string;
+    due_at: Date | string;
+    error_class: string | null;
+    message: string | null;
+  }>(sql`
+    select s.name, s.due_at, e.data->>'error_class' as error_class, e.data->>'message' as message
+    from task_steps s
+    left join lateral (
+      select data from task_events
+      where task_id = s.task_id and type = 'step_retry_scheduled' and step = s.name
+      order by seq desc limit 1
+    ) e on true
+    where s.task_id = ${taskId} and s.status = 'ready'
+    order by s.due_at
+    limit 1
+  `);
+  const row = rows[0];
+  if (!row || row.error_class === null) return undefined;
+  return {
+    step: row.name,
+    dueAt: new Date(row.due_at),
+    errorClass: row.error_class,
+    message: row.message ?? '',
+  };
 }
 
 /** When the task's next waiting step is due (a retry after its backoff), if one waits. */

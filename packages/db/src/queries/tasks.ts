@@ -13,6 +13,7 @@ import {
 } from '@sluice/core';
 import type { Database, Executor } from '../client.js';
 import { taskEvents, taskSteps, tasks } from '../schema.js';
+import { findLiveTombstone, type IdempotencyTombstone } from './retention.js';
 import type { TaskTypeManifest } from './task-types.js';
 
 /** A task row as stored. */
@@ -37,14 +38,46 @@ export interface CreateTaskResult {
   readonly created: boolean;
 }
 
+/** What {@link submitTask} did. */
+export type SubmitTaskResult =
+  | { readonly kind: 'created'; readonly task: TaskRecord }
+  /** An idempotent repeat of a task that still exists. */
+  | { readonly kind: 'existing'; readonly task: TaskRecord }
+  /**
+   * An idempotent repeat of a task that retention has deleted since: only its tombstone is left,
+   * naming the original task; nothing was created.
+   */
+  | { readonly kind: 'deleted'; readonly tombstone: IdempotencyTombstone };
+
 /**
  * Records a new task, its `create` event and its first step (ready, due now) in one transaction.
  *
  * With an idempotency key, a repeat returns the existing task when its type, priority and input
  * match, and throws an `already_exists` {@link SluiceError} when they differ. Concurrent repeats are
  * safe: the unique index on (tenant, key) makes one insert win and the others read it.
+ *
+ * A repeat of a task retention deleted also throws `already_exists` (there is no task to return);
+ * the gateway uses {@link submitTask}, which answers such a repeat from the key's tombstone.
  */
 export async function createTask(db: Database, task: NewTask): Promise<CreateTaskResult> {
+  const result = await submitTask(db, task);
+  if (result.kind === 'deleted') {
+    throw new SluiceError(
+      'already_exists',
+      `idempotency key "${result.tombstone.idempotencyKey}" was used for task ${result.tombstone.taskId}, which has finished and been deleted`,
+      { field: 'idempotency_key' },
+    );
+  }
+  return { task: result.task, created: result.kind === 'created' };
+}
+
+/**
+ * {@link createTask}, also for a key whose task retention has deleted: while the key's tombstone
+ * lives, a repeat with the same type, priority and input answers `deleted` with the tombstone (the
+ * original task id) and creates nothing; a different one throws `already_exists`, as for a task
+ * that still exists.
+ */
+export async function submitTask(db: Database, task: NewTask): Promise<SubmitTaskResult> {
   const created = decideTransition(NO_TASK, { type: 'create' });
   if (!created.ok) throw new Error(`the transition table refuses create: ${created.reason}`);
   const status = created.to.status as TaskStatus;
@@ -55,59 +88,78 @@ export async function createTask(db: Database, task: NewTask): Promise<CreateTas
       `task type ${task.taskType.name} v${task.taskType.version} has no step ${task.taskType.firstStep}`,
     );
   }
-  return db.transaction(async (tx) => {
-    const inserted = await tx
-      .insert(tasks)
-      .values({
-        tenantId: task.tenantId,
-        type: task.taskType.name,
-        typeVersion: task.taskType.version,
+  try {
+    return await db.transaction(async (tx): Promise<SubmitTaskResult> => {
+      const inserted = await tx
+        .insert(tasks)
+        .values({
+          tenantId: task.tenantId,
+          type: task.taskType.name,
+          typeVersion: task.taskType.version,
+          priority: task.priority,
+          input: task.input,
+          inputHash,
+          idempotencyKey: task.idempotencyKey ?? null,
+          status,
+          currentStep: firstStep.name,
+          lastEventSeq: 1,
+          traceId: task.traceId ?? null,
+          traceParent: task.traceParent ?? null,
+        })
+        .onConflictDoNothing({
+          target: [tasks.tenantId, tasks.idempotencyKey],
+          where: sql`${tasks.idempotencyKey} is not null`,
+        })
+        .returning();
+      const row = inserted[0];
+      if (!row) return existingRepeat(tx, task, inputHash);
+      if (task.idempotencyKey !== undefined) {
+        // Looked up after the insert, not before: an insert that waited for retention deleting
+        // the key's holder sees that deletion's tombstone here, as it committed in the same go.
+        const tombstone = await findLiveTombstone(tx, task.tenantId, task.idempotencyKey);
+        if (tombstone) throw new KeyOfDeletedTask(checkSameRequest(tombstone, task, inputHash));
+      }
+      await tx.insert(taskEvents).values({
+        taskId: row.id,
+        tenantId: row.tenantId,
+        seq: 1,
+        type: 'create',
+        fromStatus: null,
+        toStatus: status,
+        step: firstStep.name,
+        data: { priority: task.priority, type: task.taskType.name },
+      });
+      await tx.insert(taskSteps).values({
+        taskId: row.id,
+        seq: 1,
+        name: firstStep.name,
+        resource: firstStep.resource,
+        tenantId: row.tenantId,
         priority: task.priority,
+        status: 'ready',
         input: task.input,
-        inputHash,
-        idempotencyKey: task.idempotencyKey ?? null,
-        status,
-        currentStep: firstStep.name,
-        lastEventSeq: 1,
-        traceId: task.traceId ?? null,
-        traceParent: task.traceParent ?? null,
-      })
-      .onConflictDoNothing({
-        target: [tasks.tenantId, tasks.idempotencyKey],
-        where: sql`${tasks.idempotencyKey} is not null`,
-      })
-      .returning();
-    const row = inserted[0];
-    if (!row) return { task: await existingRepeat(tx, task, inputHash), created: false };
-    await tx.insert(taskEvents).values({
-      taskId: row.id,
-      tenantId: row.tenantId,
-      seq: 1,
-      type: 'create',
-      fromStatus: null,
-      toStatus: status,
-      step: firstStep.name,
-      data: { priority: task.priority, type: task.taskType.name },
+      });
+      return { kind: 'created', task: row };
     });
-    await tx.insert(taskSteps).values({
-      taskId: row.id,
-      seq: 1,
-      name: firstStep.name,
-      resource: firstStep.resource,
-      tenantId: row.tenantId,
-      priority: task.priority,
-      status: 'ready',
-      input: task.input,
-    });
-    return { task: row, created: true };
-  });
+  } catch (error) {
+    // Thrown to roll the insert back: the key belongs to a deleted task.
+    if (error instanceof KeyOfDeletedTask) return { kind: 'deleted', tombstone: error.tombstone };
+    throw error;
+  }
+}
+
+/** Rolls back a task insert whose idempotency key has a live tombstone. */
+class KeyOfDeletedTask extends Error {
+  constructor(readonly tombstone: IdempotencyTombstone) {
+    super(`idempotency key of deleted task ${tombstone.taskId}`);
+  }
 }
 
 async function existingRepeat(
   executor: Executor,
   task: NewTask,
   inputHash: string,
-): Promise<TaskRecord> {
+): Promise<SubmitTaskResult> {
   const key = task.idempotencyKey;
   if (key === undefined) throw new Error('insert of a task without idempotency key was skipped');
   const rows = await executor
@@ -115,19 +167,39 @@ async function existingRepeat(
     .from(tasks)
     .where(and(eq(tasks.tenantId, task.tenantId), eq(tasks.idempotencyKey, key)));
   const existing = rows[0];
-  if (!existing) throw new Error(`idempotency key ${key} conflicted but no task holds it`);
+  if (existing) return { kind: 'existing', task: checkSameRequest(existing, task, inputHash) };
+  // The holder the insert ran into was deleted since; retention wrote its tombstone in that commit.
+  const tombstone = await findLiveTombstone(executor, task.tenantId, key);
+  if (tombstone)
+    return { kind: 'deleted', tombstone: checkSameRequest(tombstone, task, inputHash) };
+  throw new Error(`idempotency key ${key} conflicted but no task holds it`);
+}
+
+/**
+ * The earlier holder of the key (a task, or a deleted task's tombstone) when the repeat asks for
+ * the same thing; otherwise the `already_exists` error every conflicting repeat gets.
+ */
+function checkSameRequest<T extends KeyHolder>(holder: T, task: NewTask, inputHash: string): T {
   const same =
-    existing.type === task.taskType.name &&
-    existing.priority === task.priority &&
-    existing.inputHash === inputHash;
+    holder.type === task.taskType.name &&
+    holder.priority === task.priority &&
+    holder.inputHash === inputHash;
   if (!same) {
     throw new SluiceError(
       'already_exists',
-      `idempotency key "${key}" was used for task ${existing.id} with a different type, priority or input`,
+      `idempotency key "${task.idempotencyKey}" was used for task ${holderId(holder)} with a different type, priority or input`,
       { field: 'idempotency_key' },
     );
   }
-  return existing;
+  return holder;
+}
+
+/** What a task and a tombstone both tell about the request that took a key. */
+type KeyHolder = Pick<TaskRecord, 'type' | 'priority' | 'inputHash'> &
+  ({ readonly id: string } | { readonly taskId: string });
+
+function holderId(holder: KeyHolder): string {
+  return 'taskId' in holder ? holder.taskId : holder.id;
 }
 
 /** A task of a tenant, or `undefined` (also for another tenant's task). */

@@ -14,7 +14,6 @@ import {
   listTaskEvents,
   lockDeadLetter,
   lockTask,
-  markDeadLetterRedriven,
   type Database,
   type DeadLetterReason,
   type DeadLetterRecord,
@@ -85,11 +84,9 @@ export function redriveDeadLetter(db: Database, id: string): Promise<Redrive> {
     if (task.status !== 'failed_terminal') {
       return refuse(`task is ${task.status}, not failed_terminal`, letter.taskId);
     }
+    // The retry marks this letter (and any other open one of the task) redriven.
     const retried = await retryLockedTask(tx, task, { reason: 'redrive', dead_letter_id: id });
     if (!retried.ok) return refuse(retried.reason, letter.taskId);
-    if (!(await markDeadLetterRedriven(tx, id))) {
-      throw new Error(`dead letter ${id} was locked unredriven but could not be marked`);
-    }
     return {
       result: { dead_letter_id: id, task_id: letter.taskId, redriven: true, reason: '' },
       wakeScheduler: retried.wakeScheduler,

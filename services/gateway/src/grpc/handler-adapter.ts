@@ -3,7 +3,9 @@
  * `async` code and every outcome reaches the client exactly once:
  * - a resolved value (unary) or a resolved promise (streaming) answers `OK`;
  * - a rejection with a {@link GrpcError} answers its status, trailers included;
- * - any other rejection is logged and answers `INTERNAL` with a generic message.
+ * - a rejection because Postgres cannot be reached answers `UNAVAILABLE` (retry later);
+ * - any other rejection is logged and answers `INTERNAL` with a generic message;
+ * - a unary handler still running at its deadline answers `UNAVAILABLE` then.
  */
 import type { EventEmitter } from 'node:events';
 import { status } from '@grpc/grpc-js';
@@ -13,6 +15,7 @@ import type {
   handleServerStreamingCall,
   handleUnaryCall,
 } from '@grpc/grpc-js';
+import { isDatabaseUnavailable } from '@sluice/db';
 import type { Logger } from '@sluice/telemetry';
 import { cancelled, internal, isGrpcError, unavailable } from './status.js';
 import type { GrpcError } from './status.js';
@@ -56,6 +59,15 @@ export interface FinishedCall {
   streaming: boolean;
 }
 
+/**
+ * Longest a unary handler may run before the call is answered `UNAVAILABLE`: well under a client's
+ * usual deadline (the SDK's is 30 s), so a stuck dependency (a frozen Postgres, a pool waiting for
+ * connections) gets an answer to retry on, never a hang. Handlers are short database work; one
+ * that is still running finishes in the background (a create commits or not as a whole, and a
+ * retry with the same idempotency key finds it).
+ */
+export const DEFAULT_UNARY_DEADLINE_MS = 10_000;
+
 /** What the adapters need from the server. */
 export interface AdapterEnvironment {
   /** Receives unexpected handler errors. */
@@ -64,6 +76,8 @@ export interface AdapterEnvironment {
   shutdownSignal: AbortSignal;
   /** Called once per finished call, e.g. to count calls by method and code. */
   onCallFinished?: ((call: FinishedCall) => void) | undefined;
+  /** See {@link DEFAULT_UNARY_DEADLINE_MS} (the default). */
+  unaryDeadlineMs?: number | undefined;
 }
 
 /** Wraps a {@link UnaryMethod} as a grpc-js unary handler for the method at `path`. */
@@ -75,12 +89,23 @@ export function adaptUnary<Req, Res>(
   return (call, callback) => {
     const started = performance.now();
     const cancellation = watchCancellation(call, undefined);
+    const deadlineMs = env.unaryDeadlineMs ?? DEFAULT_UNARY_DEADLINE_MS;
     const run = async (): Promise<{ response: Res } | { error: GrpcError }> => {
+      let timer: NodeJS.Timeout | undefined;
+      const handled = method(call, { signal: cancellation.signal }).then(
+        (response) => ({ response }),
+        (err: unknown) => ({ error: toGrpcError(err, path, env.logger) }),
+      );
+      const overdue = new Promise<{ error: GrpcError }>((resolve) => {
+        timer = setTimeout(() => {
+          env.logger.warn({ method: path, deadline_ms: deadlineMs }, 'gRPC handler overdue');
+          resolve({ error: unavailable(`no answer within ${deadlineMs} ms; retry later`) });
+        }, deadlineMs);
+      });
       try {
-        return { response: await method(call, { signal: cancellation.signal }) };
-      } catch (err) {
-        return { error: toGrpcError(err, path, env.logger) };
+        return await Promise.race([handled, overdue]);
       } finally {
+        clearTimeout(timer);
         cancellation.dispose();
       }
     };
@@ -145,6 +170,11 @@ export function adaptServerStreaming<Req, Res>(
 /** The error to send for a handler's rejection; anything unexpected is logged and hidden. */
 function toGrpcError(err: unknown, path: string, logger: Logger): GrpcError {
   if (isGrpcError(err)) return err;
+  // Postgres down or restarting is the caller's "try again later", not a server bug.
+  if (isDatabaseUnavailable(err)) {
+    logger.warn({ err, method: path }, 'gRPC handler: database unavailable');
+    return unavailable('the database is unavailable; retry later');
+  }
   logger.error({ err, method: path }, 'gRPC handler failed');
   return internal();
 }

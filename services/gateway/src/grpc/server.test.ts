@@ -19,6 +19,8 @@ import { invalidArgument, resourceExhausted } from './status.js';
 import type { TaskEvent } from '@sluice/api';
 
 const DEADLINE_MS = 5_000;
+/** The server's bound on unary handlers in these tests. */
+const UNARY_DEADLINE_MS = 300;
 const api = loadApi(readDescriptorSet());
 const TaskServiceClient = grpc.makeGenericClientConstructor(api.taskService, 'TaskService');
 
@@ -104,7 +106,17 @@ describe('createGrpcServer', () => {
       port: 0,
       host: '127.0.0.1',
       onCallFinished: (call) => finished.push(call),
+      unaryDeadlineMs: UNARY_DEADLINE_MS,
       taskService: {
+        // What the Postgres client rejects with while the database is down.
+        CancelTask: () =>
+          Promise.reject(
+            Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:5432'), {
+              code: 'ECONNREFUSED',
+            }),
+          ),
+        // A handler stuck on a dependency that never answers.
+        ResumeTask: () => new Promise(() => undefined),
         GetTask: () => Promise.reject(invalidArgument('task_id', 'is required')),
         ListTasks: () => Promise.reject(resourceExhausted('P3 admission is paused', 1_500)),
         RetryTask: () => Promise.reject(new Error('connection to the database was reset')),
@@ -163,6 +175,21 @@ describe('createGrpcServer', () => {
     await waitFor(() => logLines.some((line) => line.includes('gRPC handler failed')), 'log line');
     const line = logLines.find((l) => l.includes('gRPC handler failed')) ?? '';
     assert.match(line, /\/sluice\.v1\.TaskService\/RetryTask/);
+  });
+
+  it('answers UNAVAILABLE when the database cannot be reached', async () => {
+    const err = await callFailing(client, 'CancelTask', { task_id: 't-1', reason: '' });
+    assert.equal(err.code, grpc.status.UNAVAILABLE);
+    assert.equal(err.details, 'the database is unavailable; retry later');
+  });
+
+  it('answers UNAVAILABLE at its deadline for a handler that does not finish', async () => {
+    const started = Date.now();
+    const err = await callFailing(client, 'ResumeTask', { task_id: 't-1' });
+    const elapsed = Date.now() - started;
+    assert.equal(err.code, grpc.status.UNAVAILABLE);
+    assert.match(err.details, /no answer within 300 ms/);
+    assert.ok(elapsed >= UNARY_DEADLINE_MS - 20 && elapsed < DEADLINE_MS, `${elapsed} ms`);
   });
 
   it('answers UNIMPLEMENTED for a method without a handler', async () => {

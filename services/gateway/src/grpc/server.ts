@@ -40,6 +40,11 @@ export const GRPC_KEEPALIVE_TIMEOUT_MS = 20_000;
 /** Options of {@link createGrpcServer}. */
 export interface GrpcServerOptions {
   /**
+   * How long a unary handler may run before the call is answered `UNAVAILABLE` (default
+   * `DEFAULT_UNARY_DEADLINE_MS` of the handler adapter).
+   */
+  unaryDeadlineMs?: number;
+  /**
    * The TaskService handlers. A method left out answers `UNIMPLEMENTED` (still declared in the
    * API and described by reflection).
    */
@@ -107,6 +112,7 @@ export function createGrpcServer(options: GrpcServerOptions): GrpcServer {
     logger,
     shutdownSignal: shutdown.signal,
     onCallFinished: options.onCallFinished,
+    unaryDeadlineMs: options.unaryDeadlineMs,
   };
 
   const server = new Server({

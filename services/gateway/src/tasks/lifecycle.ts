@@ -12,6 +12,7 @@ import {
   cancelWaitingSteps,
   closeTimers,
   lockTask,
+  markTaskDeadLettersRedriven,
   rerunUnfinishedSteps,
   startContinuation,
   type Database,
@@ -116,6 +117,9 @@ export async function retryLockedTask(
     ...(data ? { data } : {}),
   });
   if (!result.ok) return refused(result);
+  // The retry answers the task's dead letters (a redrive is a retry; a plain RetryTask of a
+  // dead-lettered task is one too): they stay listed, marked redriven, and cannot be redriven again.
+  await markTaskDeadLettersRedriven(tx, task.id);
   // Succeeded steps are kept; failed and cancelled ones run again in the new attempt. A task
   // whose pending work was an approval is asked again by the scheduler.
   const rerun = await rerunUnfinishedSteps(tx, { ...task, attempt: task.attempt + 1 });

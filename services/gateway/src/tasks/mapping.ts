@@ -6,6 +6,7 @@ import type { ErrorClass as CoreErrorClass, Priority as CorePriority } from '@sl
 import { decideTransition, isTaskStatus } from '@sluice/core';
 import {
   estimateWaitMs,
+  type IdempotencyTombstone,
   type QueueStanding,
   type TaskEventRecord,
   type TaskRecord,
@@ -128,6 +129,43 @@ export function taskToApi(task: TaskRecord, standing?: QueueStanding, nextAttemp
           }
         : null,
     next_attempt_time: nextAttempt ? toTimestamp(nextAttempt) : null,
+  };
+}
+
+/**
+ * What the API shows of a task retention has deleted, from its idempotency key's tombstone: who it
+ * was (id, type, priority, key), how it ended and when. Input, output and history are gone.
+ */
+export function tombstoneToApi(tombstone: IdempotencyTombstone): Task {
+  const finishedAt = tombstone.finishedAt ?? tombstone.createdAt;
+  return {
+    task_id: tombstone.taskId,
+    tenant_id: tombstone.tenantId,
+    type: tombstone.type,
+    type_version: tombstone.typeVersion,
+    priority: PRIORITY_TO_API[tombstone.priority as CorePriority],
+    input: '',
+    idempotency_key: tombstone.idempotencyKey,
+    status: statusToApi(tombstone.status),
+    current_step: '',
+    attempt: 0,
+    error: null,
+    trace_id: '',
+    create_time: toTimestamp(tombstone.taskCreatedAt),
+    start_time: null,
+    finish_time: toTimestamp(finishedAt),
+    update_time: toTimestamp(finishedAt),
+    cancel_requested: false,
+    pause_requested: false,
+    output: '',
+    last_event_seq: '0',
+    progress: 0,
+    progress_message: '',
+    estimated_wait: null,
+    queue_position: 0,
+    can_cancel: false,
+    approval: null,
+    next_attempt_time: null,
   };
 }
 

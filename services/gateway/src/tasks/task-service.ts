@@ -8,7 +8,6 @@ import type { NatsConnection } from '@nats-io/transport-node';
 import { encodeMessage, type BusCatalog } from '@sluice/bus';
 import { isFinalStatus, isSluiceError, isTaskStatus, taskTypeProblem } from '@sluice/core';
 import {
-  createTask,
   findKeyOwner,
   findLatestTaskType,
   findTask,
@@ -17,6 +16,7 @@ import {
   listTasks,
   nextAttemptAt,
   queueStanding,
+  submitTask,
   type Database,
   type KeyOwner,
   type TaskRecord,
@@ -48,6 +48,7 @@ import {
   type WatchTaskRequest,
   type WatchTaskResponse,
 } from '@sluice/api';
+import type { FaultInjection } from '../fault-injection.js';
 import type { EventHub } from './event-hub.js';
 import { InputValidators, parseInput } from './input-validation.js';
 import {
@@ -58,7 +59,13 @@ import {
   retryTask,
   type LifecycleResult,
 } from './lifecycle.js';
-import { eventToApi, priorityFromApi, statusFromApi, taskToApi } from './mapping.js';
+import {
+  eventToApi,
+  priorityFromApi,
+  statusFromApi,
+  taskToApi,
+  tombstoneToApi,
+} from './mapping.js';
 import { decodePageToken, encodePageToken } from './page-token.js';
 
 /** What the handlers need. */
@@ -73,6 +80,8 @@ export interface TaskServiceDeps {
   readonly tracer: Tracer;
   readonly maxInputBytes: number;
   readonly watchRecheckMs: number;
+  /** Test-only crash points (`SLUICE_FAULT_INJECTION`); inert unless a fault is set. */
+  readonly faultInjection?: FaultInjection;
 }
 
 /** Longest accepted approval comment. */
@@ -162,7 +171,7 @@ export function createTaskService(deps: TaskServiceDeps): Partial<TaskServiceHan
         // The root span of the task's trace: stored on the task, continued by every later step.
         const traceParent = traceparentOfActiveSpan();
         try {
-          return await createTask(deps.db, {
+          return await submitTask(deps.db, {
             tenantId,
             taskType,
             priority,
@@ -177,7 +186,12 @@ export function createTaskService(deps: TaskServiceDeps): Partial<TaskServiceHan
           throw error;
         }
       });
-      if (result.created) {
+      deps.faultInjection?.afterCreateCommit();
+      if (result.kind === 'deleted') {
+        // A late repeat of a task retention has deleted: the original's id; nothing was created.
+        return { task: tombstoneToApi(result.tombstone), created: false };
+      }
+      if (result.kind === 'created') {
         deps.metrics.tasksCreated.inc({ priority: `P${priority}` });
         deps.nc.publish(
           deps.catalog.subjects.wake('scheduler'),
@@ -188,7 +202,7 @@ export function createTaskService(deps: TaskServiceDeps): Partial<TaskServiceHan
           'task created',
         );
       }
-      return { task: taskToApi(result.task), created: result.created };
+      return { task: taskToApi(result.task), created: result.kind === 'created' };
     },
 
     async GetTask(call) {

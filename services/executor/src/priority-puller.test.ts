@@ -1,0 +1,82 @@
+import assert from 'node:assert/strict';
+import { Writable } from 'node:stream';
+import { after, before, describe, it } from 'node:test';
+import { jetstream, jetstreamManager, type JetStreamManager } from '@nats-io/jetstream';
+import { connect, type NatsConnection } from '@nats-io/transport-node';
+import {
+  createBusCatalog,
+  encodeMessage,
+  ensureStepConsumers,
+  ensureTopology,
+  publishDurable,
+} from '@sluice/bus';
+import { deletePrefixResources, natsUrl, uniquePrefix } from '@sluice/bus/testing';
+import type { Priority } from '@sluice/core';
+import { createLogger } from '@sluice/telemetry';
+import { startPriorityPuller } from './priority-puller.js';
+import { Slots } from './slots.js';
+
+const RESOURCE = 'tool:puller_test';
+const quiet = createLogger({
+  service: 'puller-test',
+  level: 'fatal',
+  destination: new Writable({ write: (_chunk, _encoding, done) => done() }),
+});
+
+async function eventually(condition: () => boolean, what: string): Promise<void> {
+  const deadline = Date.now() + 20_000;
+  while (!condition()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting until ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
+
+describe('startPriorityPuller when its consumer disappears', () => {
+  const catalog = createBusCatalog(uniquePrefix('puller'));
+  let nc: NatsConnection;
+  let jsm: JetStreamManager;
+
+  before(async () => {
+    nc = await connect({ servers: natsUrl() });
+    jsm = await jetstreamManager(nc);
+    await ensureTopology(jsm, catalog);
+    await ensureStepConsumers(jsm, catalog, RESOURCE);
+  });
+
+  after(async () => {
+    await nc.close();
+    await deletePrefixResources(natsUrl(), catalog.prefix);
+  });
+
+  it('reports the missing consumer, and pulls again once it is recreated', async () => {
+    const missing: Priority[] = [];
+    const handled: string[] = [];
+    const puller = await startPriorityPuller({
+      js: jetstream(nc),
+      catalog,
+      resource: RESOURCE,
+      slots: new Slots(2),
+      ackWaitMs: 5_000,
+      log: quiet,
+      onConsumerMissing: (priority) => missing.push(priority),
+      handle: async (message) => {
+        handled.push(message.string());
+        await message.ackAck();
+      },
+    });
+    try {
+      const subject = catalog.subjects.step(RESOURCE, 1);
+      await jsm.consumers.delete(catalog.streams.steps, catalog.consumers.step(RESOURCE, 1));
+      await eventually(() => missing.includes(1), 'the P1 consumer is reported missing');
+
+      // What the executor does on that report: recreate it. The pulls resume by themselves.
+      await ensureStepConsumers(jsm, catalog, RESOURCE);
+      const payload = encodeMessage({ type: 'wake', reason: 'after-recreate' });
+      await publishDurable(jetstream(nc), subject, payload, { msgID: 'after-recreate' });
+      await eventually(() => handled.length === 1, 'the message after the recreation is handled');
+      assert.ok(!missing.includes(0), 'the other priorities were not reported');
+    } finally {
+      await puller.stop();
+    }
+  });
+});
