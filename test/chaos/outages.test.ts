@@ -62,6 +62,9 @@ const SERVICE_ENV: Record<string, string> = {
   SLUICE_DISPATCH_GRACE_MS: '1000',
   SLUICE_STEP_STALE_MS: '4000',
   SLUICE_WATCH_RECHECK_MS: '500',
+  // The gateway's bound on a unary call, below MAX_UNAVAILABLE_ANSWER_MS: a create that waits on
+  // the stopped database is answered UNAVAILABLE by then at the latest.
+  SLUICE_UNARY_TIMEOUT_MS: '10000',
 };
 
 /** A stack on the given servers, a tenant and a client of it. */

@@ -74,3 +74,65 @@ export {
   windowOf,
 } from './retry-budget.js';
 export type { RetryBudgetConfig, RetryPlacement, RetryPlacementQuestion } from './retry-budget.js';
+// Backpressure decisions (docs/architecture.md): the short names of the modules are qualified here.
+export {
+  DEFAULT_ADAPTIVE_LIMIT,
+  adaptiveLimitProblem,
+  concurrencyOf,
+  initialAdaptiveLimit,
+  observe as observeAdaptiveLimit,
+} from './backpressure/adaptive-limit.js';
+export type {
+  AdaptiveLimitConfig,
+  AdaptiveLimitSample,
+  AdaptiveLimitState,
+} from './backpressure/adaptive-limit.js';
+export {
+  applyRateLimitHeaders,
+  correct as correctLlmBudget,
+  newLlmBudget,
+  refill as refillBucket,
+  take as takeLlmBudget,
+} from './backpressure/token-bucket.js';
+export type {
+  Bucket,
+  LlmBudget,
+  LlmCost,
+  RateLimitHeaders,
+  TakeDecision,
+} from './backpressure/token-bucket.js';
+export {
+  CLOSED_BREAKER,
+  DEFAULT_BREAKER,
+  breakerConfigProblem,
+  decide as decideBreaker,
+  fireCoolDown as fireBreakerCoolDown,
+  record as recordBreakerOutcome,
+  windowTotals as breakerWindowTotals,
+} from './backpressure/circuit-breaker.js';
+export type {
+  BreakerBucket,
+  BreakerConfig,
+  BreakerDecision,
+  BreakerOutcome,
+  BreakerRecordResult,
+  BreakerState,
+  BreakerStatus,
+  BreakerTransition,
+} from './backpressure/circuit-breaker.js';
+export {
+  PRESSURE_LEVELS,
+  hysteresisProblem,
+  initialLevel,
+  nextLevel,
+  severityOf,
+  worstLevel,
+} from './backpressure/hysteresis.js';
+export type {
+  CombinedLevel,
+  HysteresisConfig,
+  LevelState,
+  LevelThreshold,
+  PressureLevel,
+  SignalLevel,
+} from './backpressure/hysteresis.js';

@@ -66,6 +66,7 @@ export async function startGateway(
     hub = startEventHub(nc, catalog, logger);
     grpc = createGrpcServer({
       logger,
+      unaryDeadlineMs: config.SLUICE_UNARY_TIMEOUT_MS,
       host: config.SLUICE_GRPC_HOST,
       port: config.SLUICE_GRPC_PORT,
       maxReceiveMessageBytes: Math.max(

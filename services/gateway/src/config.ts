@@ -19,6 +19,12 @@ export const GATEWAY_ENV = {
    * messages and may be lost; this bounds the delay a lost one causes).
    */
   SLUICE_WATCH_RECHECK_MS: intVar(2_000, 50, 60_000),
+  /**
+   * Longest a unary call may wait for its handler before it is answered `UNAVAILABLE` (a stuck
+   * dependency, e.g. a frozen Postgres): below the SDK's 30 s deadline, so a client gets an answer
+   * it can retry on, and far above what a healthy but busy gateway needs.
+   */
+  SLUICE_UNARY_TIMEOUT_MS: intVar(20_000, 1_000, 300_000),
   /** Test only: a fault the gateway injects into itself (fault-injection.ts); unset in production. */
   SLUICE_FAULT_INJECTION: faultInjectionVar(),
 };

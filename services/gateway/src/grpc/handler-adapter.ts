@@ -66,7 +66,7 @@ export interface FinishedCall {
  * that is still running finishes in the background (a create commits or not as a whole, and a
  * retry with the same idempotency key finds it).
  */
-export const DEFAULT_UNARY_DEADLINE_MS = 10_000;
+export const DEFAULT_UNARY_DEADLINE_MS = 20_000;
 
 /** What the adapters need from the server. */
 export interface AdapterEnvironment {
