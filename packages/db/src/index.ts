@@ -26,11 +26,13 @@ export {
   deadLetters,
   idempotencyTombstones,
   leaderEpochs,
+  resourceLimits,
   taskEvents,
   taskSteps,
   taskTimers,
   taskTypes,
   tasks,
+  tenantLimits,
   tenants,
 } from './schema.js';
 export type { DeadLetterReason, ManifestStep, PendingApproval } from './schema.js';
@@ -60,6 +62,7 @@ export type {
 } from './queries/tasks.js';
 export {
   cancelWaitingSteps,
+  DEFAULT_ADMISSION,
   claimReadySteps,
   claimReadyStepsStatement,
   findStep,
@@ -81,6 +84,7 @@ export {
   startStep,
 } from './queries/steps.js';
 export type {
+  AdmissionSettings,
   ClaimedStep,
   NewStep,
   StepDispatchRef,
@@ -156,4 +160,15 @@ export type {
   DeletedTasks,
   IdempotencyTombstone,
 } from './queries/retention.js';
+export {
+  ADMISSION_LOCK_NAMESPACE,
+  ANY_RESOURCE,
+  DEFAULT_RESOURCE_LIMIT,
+  clearResourceLimit,
+  clearTenantLimit,
+  lockAdmission,
+  setResourceLimit,
+  setTenantLimit,
+} from './queries/admission.js';
+export type { TenantLimit } from './queries/admission.js';
 export { explainAnalyze } from './queries/explain.js';

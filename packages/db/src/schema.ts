@@ -224,6 +224,14 @@ export const taskSteps = pgTable(
     index('task_steps_in_flight_idx')
       .on(t.id)
       .where(sql`${t.status} in ('dispatched', 'running')`),
+    // Admission reads the oldest ready steps of each (resource, tenant, priority).
+    index('task_steps_ready_group_idx')
+      .on(t.resource, t.tenantId, t.priority, t.dueAt, t.id)
+      .where(sql`${t.status} = 'ready'`),
+    // In-flight counts per resource and tenant: what admission compares with the limits.
+    index('task_steps_in_flight_resource_idx')
+      .on(t.resource, t.tenantId)
+      .where(sql`${t.status} in ('dispatched', 'running')`),
     // Recent admissions per priority: the rate behind GetTask's estimated wait.
     index('task_steps_dispatched_idx').on(t.priority, t.dispatchedAt),
     index('task_steps_unapplied_idx')
@@ -372,5 +380,41 @@ export const idempotencyTombstones = pgTable(
   (t) => [
     primaryKey({ columns: [t.tenantId, t.idempotencyKey] }),
     index('idempotency_tombstones_expires_idx').on(t.expiresAt),
+  ],
+);
+
+/**
+ * Admission limits per resource class: at most `max_in_flight` steps of the resource dispatched or
+ * running at once, across every scheduler replica. A resource without a row gets the scheduler's
+ * default (`SLUICE_DEFAULT_RESOURCE_LIMIT`).
+ */
+export const resourceLimits = pgTable(
+  'resource_limits',
+  {
+    resource: text('resource').primaryKey(),
+    maxInFlight: integer('max_in_flight').notNull(),
+    updatedAt: timestamp('updated_at', { withTimezone: true }).notNull().defaultNow(),
+  },
+  (t) => [check('resource_limits_max_ck', sql`${t.maxInFlight} >= 0`)],
+);
+
+/**
+ * Per-tenant shares of a resource (`*`: every resource without a row of its own). `floor` in-flight
+ * steps are admitted before any tenant at or over its floor; `cap` is the most the tenant ever has
+ * in flight on the resource (`null`: only the resource limit bounds it).
+ */
+export const tenantLimits = pgTable(
+  'tenant_limits',
+  {
+    tenantId: text('tenant_id').notNull(),
+    resource: text('resource').notNull(),
+    floor: integer('floor').notNull().default(0),
+    cap: integer('cap'),
+    updatedAt: timestamp('updated_at', { withTimezone: true }).notNull().defaultNow(),
+  },
+  (t) => [
+    primaryKey({ columns: [t.tenantId, t.resource] }),
+    check('tenant_limits_floor_ck', sql`${t.floor} >= 0`),
+    check('tenant_limits_cap_ck', sql`${t.cap} is null or ${t.cap} >= ${t.floor}`),
   ],
 );

@@ -128,7 +128,16 @@ export async function startScheduler(config: SchedulerConfig, log?: Logger): Pro
       pollMs: config.SLUICE_SCHEDULER_POLL_MS,
       log: logger,
       runBatch: () =>
-        dispatchBatch({ ...common, js, catalog, onPublishFailed: noticeBusError('dispatch') }),
+        dispatchBatch({
+          ...common,
+          js,
+          catalog,
+          admission: {
+            defaultResourceLimit: config.SLUICE_DEFAULT_RESOURCE_LIMIT,
+            agingMs: config.SLUICE_PRIORITY_AGING_MS,
+          },
+          onPublishFailed: noticeBusError('dispatch'),
+        }),
     });
     const abortRunningSteps = (taskIds: readonly string[]) => {
       for (const taskId of taskIds) {

@@ -16,6 +16,16 @@ export const SCHEDULER_ENV = {
    * messages and may be lost; this bounds the delay, and finds steps whose due time came).
    */
   SLUICE_SCHEDULER_POLL_MS: intVar(1_000, 10, 60_000),
+  /**
+   * Admission: in-flight (dispatched + running) steps allowed per resource class that has no row
+   * in `resource_limits`, across all replicas.
+   */
+  SLUICE_DEFAULT_RESOURCE_LIMIT: intVar(64, 1, 1_000_000),
+  /**
+   * Priority aging: a ready step counts one priority level more urgent per this many ms it has
+   * waited past its due time (so no priority starves while capacity is free); 0 turns aging off.
+   */
+  SLUICE_PRIORITY_AGING_MS: intVar(30_000, 0, 86_400_000),
   /** Leader lease time-to-live of the event relay and of the reconciler. */
   SLUICE_LEASE_TTL_MS: intVar(5_000, 1_000, 300_000),
   /** Longest pause between two reconciler passes (lost steps are found within about this). */

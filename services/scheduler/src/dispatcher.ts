@@ -1,5 +1,6 @@
 /**
- * Admission and dispatch: claims ready steps from Postgres in priority order and publishes each to
+ * Admission and dispatch: claims ready steps from Postgres (within the resource and tenant limits,
+ * most urgent first with aging, fair between tenants; see `claimReadySteps`) and publishes each to
  * its resource's subject on JetStream, recording the stream sequence. A step whose publication fails
  * goes back to the ready queue.
  *
@@ -18,8 +19,10 @@ import {
 import { priorityLabel } from '@sluice/core';
 import {
   claimReadySteps,
+  DEFAULT_ADMISSION,
   recordPublishSeqs,
   releaseClaims,
+  type AdmissionSettings,
   type ClaimedStep,
   type Database,
 } from '@sluice/db';
@@ -33,13 +36,16 @@ export interface DispatcherDeps {
   readonly log: Logger;
   readonly metrics: Metrics;
   readonly batchSize: number;
+  /** Limits and aging of admission ({@link DEFAULT_ADMISSION} when left out). */
+  readonly admission?: AdmissionSettings;
   /** Sees each failed publication (a missing stream must be recreated before any can succeed). */
   readonly onPublishFailed?: (error: unknown) => void;
 }
 
 /** Claims and publishes one batch; returns true when the batch was full (more may be ready). */
 export async function dispatchBatch(deps: DispatcherDeps): Promise<boolean> {
-  const claimed = await deps.db.transaction((tx) => claimReadySteps(tx, deps.batchSize));
+  const admission = deps.admission ?? DEFAULT_ADMISSION;
+  const claimed = await deps.db.transaction((tx) => claimReadySteps(tx, deps.batchSize, admission));
   if (claimed.length === 0) return false;
   const results = await Promise.allSettled(claimed.map((step) => publish(deps, step)));
   const published: Array<{ stepId: number; dispatch: number; publishSeq: number }> = [];

@@ -6,6 +6,7 @@ import { and, asc, eq, inArray, isNotNull, isNull, sql, type SQL } from 'drizzle
 import type { Json, Priority, StepOutcome } from '@sluice/core';
 import type { Executor } from '../client.js';
 import { taskSteps } from '../schema.js';
+import { ANY_RESOURCE, DEFAULT_RESOURCE_LIMIT, lockAdmission } from './admission.js';
 import { appendTaskEvent } from './events.js';
 
 /** A step row as stored. */
@@ -26,13 +27,38 @@ export interface ClaimedStep {
   readonly traceParent: string | null;
 }
 
+/** How the claim admits: the default resource limit and the priority aging step. */
+export interface AdmissionSettings {
+  /** In-flight limit of a resource without a `resource_limits` row. */
+  readonly defaultResourceLimit: number;
+  /** A ready step gains one priority level per this many ms past its due time; 0: no aging. */
+  readonly agingMs: number;
+}
+
+/** Admission as configured by default (the scheduler passes its own configuration). */
+export const DEFAULT_ADMISSION: AdmissionSettings = {
+  defaultResourceLimit: DEFAULT_RESOURCE_LIMIT,
+  agingMs: 30_000,
+};
+
 /**
- * Claims up to `limit` ready steps that are due, most urgent first, and marks them dispatched in
- * the same statement. `FOR UPDATE SKIP LOCKED` lets several schedulers claim side by side without
- * ever claiming the same step. Steps of tasks that are being cancelled or paused, or are not
- * queued/running, are left alone.
+ * Claims up to `limit` ready steps that are due and admitted, and marks them dispatched. A step is
+ * admitted while its resource has fewer in-flight (dispatched + running) steps than its limit and
+ * its tenant fewer than its cap on that resource; the most urgent go first (priority improved by
+ * aging), and within a priority the tenant with the fewest in-flight steps relative to its floor.
+ *
+ * Two statements, in the caller's transaction: {@link lockAdmission} locks each resource with due
+ * ready steps (so replicas claiming the same resource take turns: the count stays true until the
+ * claim commits), then one statement counts and claims. Steps of tasks being cancelled or paused,
+ * or not queued/running, are left alone. Must run in a transaction to hold across replicas.
  */
-export async function claimReadySteps(executor: Executor, limit: number): Promise<ClaimedStep[]> {
+export async function claimReadySteps(
+  executor: Executor,
+  limit: number,
+  admission: AdmissionSettings = DEFAULT_ADMISSION,
+): Promise<ClaimedStep[]> {
+  const resources = await lockAdmission(executor);
+  if (resources.length === 0) return [];
   const rows = await executor.execute<{
     id: string;
     task_id: string;
@@ -43,7 +69,7 @@ export async function claimReadySteps(executor: Executor, limit: number): Promis
     priority: number;
     dispatch_count: number;
     trace_parent: string | null;
-  }>(claimReadyStepsStatement(limit));
+  }>(claimReadyStepsStatement(limit, admission, resources));
   return rows
     .map((row) => ({
       id: Number(row.id),
@@ -60,23 +86,111 @@ export async function claimReadySteps(executor: Executor, limit: number): Promis
 }
 
 /**
- * The statement of {@link claimReadySteps}, exported so the ready-queue benchmark can EXPLAIN
- * exactly what the dispatcher runs.
+ * The counting and claiming statement of {@link claimReadySteps} for the given (locked) resources,
+ * exported so the ready-queue benchmark can EXPLAIN exactly what the dispatcher runs.
+ *
+ * `position` is the tenant's in-flight count on the resource once this step is admitted too; a
+ * step is admissible while `position <= cap`, and the resource admits the first `room` of them in
+ * the order (effective priority, under floor first, position − floor, due time, id): water-filling
+ * between tenants within a priority.
  */
-export function claimReadyStepsStatement(limit: number): SQL {
+export function claimReadyStepsStatement(
+  limit: number,
+  admission: AdmissionSettings = DEFAULT_ADMISSION,
+  resources?: readonly string[],
+): SQL {
+  const onlyResources =
+    resources === undefined
+      ? sql`true`
+      : sql`s.resource in (${sql.join(
+          resources.map((resource) => sql`${resource}`),
+          sql`, `,
+        )})`;
+  const effective =
+    admission.agingMs > 0
+      ? sql`greatest(0, s.priority - floor(extract(epoch from now() - s.due_at) * 1000 / ${admission.agingMs}::numeric)::int)`
+      : sql`s.priority::int`;
   return sql`
-    with claimable as (
+    with groups as (
+      select distinct s.resource, s.tenant_id, s.priority
+      from task_steps s
+      where s.status = 'ready' and s.due_at <= now() and ${onlyResources}
+    ),
+    in_flight as (
+      select s.resource, s.tenant_id, count(*)::int as n
+      from task_steps s
+      where s.status in ('dispatched', 'running')
+        and s.resource in (select resource from groups)
+      group by s.resource, s.tenant_id
+    ),
+    room as (
+      select r.resource,
+        coalesce(l.max_in_flight, ${admission.defaultResourceLimit}::int)
+          - coalesce((select sum(f.n) from in_flight f where f.resource = r.resource), 0) as room
+      from (select distinct resource from groups) r
+      left join resource_limits l on l.resource = r.resource
+    ),
+    -- Only the oldest \`room\` steps of each (resource, tenant, priority) can be admitted: within one
+    -- priority, older means at least as urgent after aging. So the claim reads at most that many
+    -- per group from the index instead of the whole backlog.
+    ready as (
+      select c.id, c.resource, c.tenant_id, c.due_at, c.effective
+      from groups g
+      join room on room.resource = g.resource and room.room > 0
+      cross join lateral (
+        select s.id, s.resource, s.tenant_id, s.due_at, ${effective} as effective
+        from task_steps s
+        join tasks t on t.id = s.task_id
+        where s.resource = g.resource
+          and s.tenant_id = g.tenant_id
+          and s.priority = g.priority
+          and s.status = 'ready'
+          and s.due_at <= now()
+          and t.status in ('queued', 'running')
+          and not t.cancel_requested
+          and not t.pause_requested
+        order by s.due_at, s.id
+        limit room.room
+      ) c
+    ),
+    share as (
+      select g.resource, g.tenant_id, coalesce(f.n, 0) as in_flight,
+        case when own.tenant_id is not null then own.floor else coalesce(any_.floor, 0) end as floor,
+        case when own.tenant_id is not null then own.cap else any_.cap end as cap
+      from (select distinct resource, tenant_id from ready) g
+      left join in_flight f on f.resource = g.resource and f.tenant_id = g.tenant_id
+      left join tenant_limits own on own.tenant_id = g.tenant_id and own.resource = g.resource
+      left join tenant_limits any_ on any_.tenant_id = g.tenant_id and any_.resource = ${ANY_RESOURCE}
+    ),
+    positioned as (
+      select r.id, r.resource, r.due_at, r.effective, sh.floor, sh.cap,
+        sh.in_flight + row_number() over (
+          partition by r.resource, r.tenant_id order by r.effective, r.due_at, r.id
+        ) as position
+      from ready r
+      join share sh on sh.resource = r.resource and sh.tenant_id = r.tenant_id
+    ),
+    ordered as (
+      select p.*, row_number() over (
+          partition by p.resource
+          order by p.effective, (p.position <= p.floor) desc, p.position - p.floor, p.due_at, p.id
+        ) as resource_rank
+      from positioned p
+      where p.cap is null or p.position <= p.cap
+    ),
+    chosen as (
+      select o.id
+      from ordered o
+      join room on room.resource = o.resource
+      where o.resource_rank <= room.room
+      order by o.effective, (o.position <= o.floor) desc, o.position - o.floor, o.due_at, o.id
+      limit ${limit}
+    ),
+    claimable as (
       select s.id
       from task_steps s
-      join tasks t on t.id = s.task_id
-      where s.status = 'ready'
-        and s.due_at <= now()
-        and t.status in ('queued', 'running')
-        and not t.cancel_requested
-        and not t.pause_requested
-      order by s.priority, s.due_at, s.id
-      limit ${limit}
-      for update of s skip locked
+      where s.id in (select id from chosen) and s.status = 'ready'
+      for update skip locked
     )
     update task_steps s
     set status = 'dispatched', dispatch_count = s.dispatch_count + 1, dispatched_at = now()

@@ -1,0 +1,273 @@
+/**
+ * Admission against a real Postgres: resource limits and tenant caps that hold with concurrent
+ * claimers, floors and caps under contention and alone, priority order when capacity is short, and
+ * aging (time is controlled through `due_at`, never by sleeping).
+ */
+import assert from 'node:assert/strict';
+import { setImmediate as nextTurn } from 'node:timers/promises';
+import { after, before, describe, it } from 'node:test';
+import { sql } from 'drizzle-orm';
+import type { Priority } from '@sluice/core';
+import { openDatabase, type DatabaseHandle } from '../client.js';
+import { migrateDatabase } from '../migrate.js';
+import { createTestDatabase, migratedTemplate, type TestDatabase } from '../testing/index.js';
+import { createTenant } from './tenants.js';
+import { registerTaskType, type TaskTypeManifest } from './task-types.js';
+import { createTask } from './tasks.js';
+import { claimReadySteps, type AdmissionSettings, type ClaimedStep } from './steps.js';
+import { clearTenantLimit, setResourceLimit, setTenantLimit } from './admission.js';
+
+const manifest: TaskTypeManifest = {
+  name: 'one-step',
+  version: 1,
+  description: '',
+  inputSchema: { type: 'object' },
+  firstStep: 'only',
+  steps: [{ name: 'only', resource: 'llm', timeoutMs: 1000, maxAttempts: 1 }],
+};
+
+const settings: AdmissionSettings = { defaultResourceLimit: 64, agingMs: 30_000 };
+
+let database: TestDatabase;
+let handle: DatabaseHandle;
+let made = 0;
+
+before(async () => {
+  database = await createTestDatabase({ template: await migratedTemplate(migrateDatabase) });
+  handle = openDatabase(database.url, { max: 10 });
+  await createTenant(handle.db, { id: 'acme' });
+  await createTenant(handle.db, { id: 'globex' });
+  await registerTaskType(handle.db, manifest);
+});
+
+after(async () => {
+  await handle.close();
+  await database.drop();
+});
+
+/** Makes `count` ready steps of `resource`, due `dueAgoMs` ago; returns their ids in order. */
+async function makeSteps(
+  resource: string,
+  tenantId: string,
+  priority: Priority,
+  count: number,
+  dueAgoMs = 0,
+): Promise<number[]> {
+  const ids: number[] = [];
+  for (let i = 0; i < count; i++) {
+    const { task } = await createTask(handle.db, {
+      tenantId,
+      taskType: manifest,
+      priority,
+      input: { n: made++ },
+    });
+    const rows = await handle.db.execute<{ id: string }>(sql`
+      update task_steps set resource = ${resource},
+        due_at = now() - make_interval(secs => ${dueAgoMs / 1_000})
+      where task_id = ${task.id} returning id
+    `);
+    ids.push(Number(rows[0]?.id));
+  }
+  return ids;
+}
+
+function claim(limit: number, admission: AdmissionSettings = settings): Promise<ClaimedStep[]> {
+  return handle.db.transaction((tx) => claimReadySteps(tx, limit, admission));
+}
+
+async function finish(ids: readonly number[]): Promise<void> {
+  if (ids.length === 0) return;
+  await handle.db.execute(sql`
+    update task_steps set status = 'succeeded', finished_at = now()
+    where id in (${sql.join(
+      ids.map((id) => sql`${id}`),
+      sql`, `,
+    )})
+  `);
+}
+
+function countBy<T>(items: readonly T[], key: (item: T) => string): Record<string, number> {
+  const counts: Record<string, number> = {};
+  for (const item of items) counts[key(item)] = (counts[key(item)] ?? 0) + 1;
+  return counts;
+}
+
+describe('admission limits', () => {
+  it('holds the resource limit and a tenant cap with three concurrent claimers', async () => {
+    const resource = 'race:a';
+    const initial = 60;
+    const arriving = 120;
+    const total = initial + arriving;
+    await setResourceLimit(handle.db, resource, 5);
+    await setTenantLimit(handle.db, { tenantId: 'acme', resource, floor: 0, cap: 3 });
+    await makeSteps(resource, 'acme', 2, initial / 2);
+    await makeSteps(resource, 'globex', 2, initial / 2);
+    let maxInFlight = 0;
+    let maxAcme = 0;
+    let finished = 0;
+    const deadline = Date.now() + 120_000;
+    const running = () => finished < total && Date.now() < deadline;
+    // Three claimers of different batch sizes, while urgent work keeps arriving and steps finish: the
+    // order of the ready queue changes between their snapshots, the case a lock-free claim gets
+    // wrong.
+    const claimer = async (batch: number) => {
+      while (running()) {
+        await handle.db.transaction(async (tx) => {
+          await claimReadySteps(tx, batch, settings);
+          // Still under the admission lock: the count after this claim, which no claim can raise.
+          const [row] = await tx.execute<{ all: number; acme: number }>(sql`
+            select count(*)::int as all, (count(*) filter (where tenant_id = 'acme'))::int as acme
+            from task_steps where resource = ${resource} and status in ('dispatched', 'running')
+          `);
+          maxInFlight = Math.max(maxInFlight, row?.all ?? 0);
+          maxAcme = Math.max(maxAcme, row?.acme ?? 0);
+        });
+        await nextTurn();
+      }
+    };
+    const producer = async () => {
+      for (let i = 0; i < arriving && running(); i++) {
+        await makeSteps(resource, i % 2 === 0 ? 'acme' : 'globex', 0, 1);
+        await nextTurn();
+      }
+    };
+    const finisher = async () => {
+      while (running()) {
+        const done = await handle.db.execute<{ id: string }>(sql`
+          update task_steps set status = 'succeeded', finished_at = now()
+          where id = (
+            select id from task_steps
+            where resource = ${resource} and status in ('dispatched', 'running')
+            order by random() limit 1
+          )
+          returning id
+        `);
+        finished += done.length;
+        await nextTurn();
+      }
+    };
+    await Promise.all([claimer(2), claimer(3), claimer(5), producer(), finisher()]);
+    assert.equal(finished, total, 'every step was admitted and finished');
+    assert.equal(maxInFlight, 5, 'the resource limit was reached and never exceeded');
+    assert.ok(maxAcme <= 3, `acme's cap held (saw ${maxAcme})`);
+    assert.ok(maxAcme >= 1);
+  });
+
+  it('gives each tenant its floor under contention and up to its cap alone', async () => {
+    const resource = 'share:b';
+    await setResourceLimit(handle.db, resource, 10);
+    await setTenantLimit(handle.db, { tenantId: 'acme', resource, floor: 5, cap: 20 });
+    await setTenantLimit(handle.db, { tenantId: 'globex', resource, floor: 5, cap: 20 });
+    // globex floods first: its steps are older and more numerous.
+    const flood = await makeSteps(resource, 'globex', 2, 30, 1_000);
+    const mine = await makeSteps(resource, 'acme', 2, 25);
+    const contended = await claim(100);
+    assert.deepEqual(
+      countBy(contended, (s) => s.tenantId),
+      { acme: 5, globex: 5 },
+    );
+
+    // Alone (globex's work is gone), acme may burst up to its cap: 20, within a larger limit.
+    await setResourceLimit(handle.db, resource, 30);
+    await finish(contended.filter((s) => s.tenantId === 'globex').map((s) => s.id));
+    await handle.db.execute(sql`
+      update task_steps set status = 'cancelled'
+      where status = 'ready' and id in (${sql.join(
+        flood.map((id) => sql`${id}`),
+        sql`, `,
+      )})
+    `);
+    const alone = await claim(100);
+    assert.deepEqual(
+      countBy(alone, (s) => s.tenantId),
+      { acme: 15 },
+      '5 in flight + 15 = cap',
+    );
+    assert.deepEqual(await claim(100), [], 'at its cap, nothing more');
+    assert.equal(mine.length - 20, 5, 'five of acme stay ready');
+  });
+
+  it('admits a tenant under its floor before any tenant at or over its floor', async () => {
+    const resource = 'floor:c';
+    await setResourceLimit(handle.db, resource, 3);
+    await setTenantLimit(handle.db, { tenantId: 'acme', resource, floor: 3, cap: null });
+    await makeSteps(resource, 'globex', 1, 5, 5_000);
+    await makeSteps(resource, 'acme', 1, 5);
+    const claimed = await claim(100);
+    assert.deepEqual(
+      countBy(claimed, (s) => s.tenantId),
+      { acme: 3 },
+    );
+    await clearTenantLimit(handle.db, 'acme', resource);
+  });
+
+  it('shares a priority evenly between tenants without floors', async () => {
+    const resource = 'even:d';
+    await setResourceLimit(handle.db, resource, 6);
+    await makeSteps(resource, 'globex', 1, 10, 5_000);
+    await makeSteps(resource, 'acme', 1, 10);
+    const claimed = await claim(100);
+    assert.deepEqual(
+      countBy(claimed, (s) => s.tenantId),
+      { acme: 3, globex: 3 },
+    );
+  });
+});
+
+describe('admission order', () => {
+  it('admits P0 before P1 before P2 before P3 when capacity is short', async () => {
+    const resource = 'prio:e';
+    await setResourceLimit(handle.db, resource, 2);
+    // The least urgent are the oldest, so order by due time alone would get this wrong.
+    await makeSteps(resource, 'acme', 3, 2, 3_000);
+    await makeSteps(resource, 'acme', 2, 2, 2_000);
+    await makeSteps(resource, 'acme', 1, 2, 1_000);
+    await makeSteps(resource, 'acme', 0, 2);
+    const order: Priority[][] = [];
+    for (let round = 0; round < 4; round++) {
+      const claimed = await claim(100);
+      order.push(claimed.map((s) => s.priority));
+      await finish(claimed.map((s) => s.id));
+    }
+    assert.deepEqual(order, [
+      [0, 0],
+      [1, 1],
+      [2, 2],
+      [3, 3],
+    ]);
+  });
+
+  it('ages a waiting P3 past a fresh P0 after three intervals, not before', async () => {
+    const aging: AdmissionSettings = { defaultResourceLimit: 64, agingMs: 10_000 };
+    const resource = 'aging:f';
+    await setResourceLimit(handle.db, resource, 1);
+    // 2.5 intervals past due: effective P1, still behind a fresh P0.
+    const [young] = await makeSteps(resource, 'acme', 3, 1, 25_000);
+    const [firstP0] = await makeSteps(resource, 'acme', 0, 1);
+    const first = await claim(10, aging);
+    assert.deepEqual(
+      first.map((s) => s.id),
+      [firstP0],
+    );
+    await finish([firstP0 as number]);
+    // 3.5 intervals past due: effective P0 and older than the fresh P0, so it goes first.
+    await handle.db.execute(
+      sql`update task_steps set due_at = now() - interval '35 seconds' where id = ${young}`,
+    );
+    const [secondP0] = await makeSteps(resource, 'acme', 0, 1);
+    const second = await claim(10, aging);
+    assert.deepEqual(
+      second.map((s) => s.id),
+      [young],
+    );
+    await finish([young as number]);
+    // Without aging, the same old P3 would wait behind every P0.
+    const [old] = await makeSteps(resource, 'acme', 3, 1, 3_600_000);
+    const third = await claim(10, { ...aging, agingMs: 0 });
+    assert.deepEqual(
+      third.map((s) => s.id),
+      [secondP0],
+    );
+    assert.ok(old);
+  });
+});

@@ -1,0 +1,92 @@
+/**
+ * Admission limits (per resource class and per tenant share of a resource) and the cross-replica
+ * lock that makes "count in-flight steps, then claim up to the limit" race-free.
+ *
+ * Why an advisory lock per resource and not a counter row: the in-flight count is read from the
+ * step rows themselves (dispatched + running), so it cannot drift from the truth when executors,
+ * the reconciler, cancellation or retention change a step's status — none of them has to know about
+ * admission. Only a claim raises the count, and every claim of a resource holds that resource's
+ * transaction-scoped lock from before it counts until it commits. See docs/decisions.md.
+ */
+import { sql } from 'drizzle-orm';
+import type { Executor } from '../client.js';
+
+/** First key of the two-key advisory locks admission takes (one lock per resource). */
+export const ADMISSION_LOCK_NAMESPACE = 0x51c3_0005;
+
+/** Resource limit of a resource without a `resource_limits` row, unless the caller says otherwise. */
+export const DEFAULT_RESOURCE_LIMIT = 64;
+
+/** `tenant_limits.resource` of a tenant's share of every resource without a row of its own. */
+export const ANY_RESOURCE = '*';
+
+/**
+ * Locks, for the rest of the transaction, the admission of every resource that has due ready steps
+ * now, and returns those resources. Locks are taken in one fixed order (by key, then name) so two
+ * claimers never wait on each other in a cycle. Must run inside a transaction, before the count:
+ * under READ COMMITTED the next statement's snapshot then sees every claim committed before it.
+ */
+export async function lockAdmission(executor: Executor): Promise<string[]> {
+  const rows = await executor.execute<{ resource: string }>(sql`
+    select r.resource, pg_advisory_xact_lock(${ADMISSION_LOCK_NAMESPACE}::int, r.key)::text as locked
+    from (
+      select resource, hashtext(resource) as key
+      from (select distinct resource from task_steps where status = 'ready' and due_at <= now()) d
+      order by key, resource
+    ) r
+  `);
+  return rows.map((row) => row.resource);
+}
+
+/** Sets (or replaces) the in-flight limit of a resource class. */
+export async function setResourceLimit(
+  executor: Executor,
+  resource: string,
+  maxInFlight: number,
+): Promise<void> {
+  await executor.execute(sql`
+    insert into resource_limits (resource, max_in_flight) values (${resource}, ${maxInFlight})
+    on conflict (resource) do update set max_in_flight = excluded.max_in_flight, updated_at = now()
+  `);
+}
+
+/** Removes a resource's limit (the default applies again); returns whether there was one. */
+export async function clearResourceLimit(executor: Executor, resource: string): Promise<boolean> {
+  const rows = await executor.execute(
+    sql`delete from resource_limits where resource = ${resource} returning resource`,
+  );
+  return rows.length > 0;
+}
+
+/** A tenant's share of a resource (or of every resource: {@link ANY_RESOURCE}). */
+export interface TenantLimit {
+  readonly tenantId: string;
+  readonly resource: string;
+  /** In-flight steps admitted before any tenant at or over its own floor. */
+  readonly floor: number;
+  /** Most in-flight steps ever; `null`: only the resource limit. */
+  readonly cap: number | null;
+}
+
+/** Sets (or replaces) a tenant's floor and cap on a resource. */
+export async function setTenantLimit(executor: Executor, limit: TenantLimit): Promise<void> {
+  await executor.execute(sql`
+    insert into tenant_limits (tenant_id, resource, floor, cap)
+    values (${limit.tenantId}, ${limit.resource}, ${limit.floor}, ${limit.cap})
+    on conflict (tenant_id, resource)
+    do update set floor = excluded.floor, cap = excluded.cap, updated_at = now()
+  `);
+}
+
+/** Removes a tenant's share of a resource; returns whether there was one. */
+export async function clearTenantLimit(
+  executor: Executor,
+  tenantId: string,
+  resource: string,
+): Promise<boolean> {
+  const rows = await executor.execute(sql`
+    delete from tenant_limits where tenant_id = ${tenantId} and resource = ${resource}
+    returning tenant_id
+  `);
+  return rows.length > 0;
+}
