@@ -26,7 +26,7 @@ import {
   encodeDecision,
   normalDecision,
   type GovernorDecision,
-} from '../../services/governor/src/decision.js';
+} from '@sluice/bus';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 const MAIN = fileURLToPath(new URL('../../services/governor/src/main.ts', import.meta.url));

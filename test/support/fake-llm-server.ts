@@ -4,7 +4,8 @@
  * Product code talks to it over real HTTP exactly as it would to a hosted model: same route
  * (`POST /v1/chat/completions`), same bearer authentication, same response and error shapes. The
  * answer is deterministic (see {@link fakeCompletionContent}) so tests can assert on it, and
- * failures (429 with `retry-after`, 500, …) can be injected to exercise retries.
+ * failures (429 with `retry-after`, 500, …) can be injected to exercise retries. A hidden limit
+ * (concurrency, requests per second) answers 429s as a provider whose limit nobody told us would.
  *
  * Node built-ins only, so the demo script can import it too.
  *
@@ -36,6 +37,41 @@ export interface FakeLlmServerOptions {
   failures?: readonly FakeLlmFailure[];
   /** The loopback port; default 0 (a free one). */
   port?: number;
+  /**
+   * A rate limit the client is not told about (no `x-ratelimit-*` headers), as a provider's real
+   * limit is unknown: a call over it is answered at once with a 429 and `retry-after`.
+   */
+  hiddenLimit?: FakeLlmHiddenLimit;
+}
+
+/** See {@link FakeLlmServerOptions.hiddenLimit}; each part is off when absent. */
+export interface FakeLlmHiddenLimit {
+  /** Calls answered at once: one arriving while this many are in flight gets a 429. */
+  maxConcurrent?: number;
+  /** Calls admitted in any sliding second: one more within it gets a 429. */
+  requestsPerSecond?: number;
+  /** The 429's `retry-after`, in whole seconds; default 1 (ignored when `retryAfterMs` is set). */
+  retryAfterSeconds?: number;
+  /**
+   * Sent as `retry-after-ms` (which OpenAI's SDK reads first) with `retry-after` rounded up to
+   * whole seconds: for tests that cannot wait a second per 429.
+   */
+  retryAfterMs?: number;
+}
+
+/** Counters of a fake LLM server since it started (every accepted call counts). */
+export interface FakeLlmStats {
+  /** Accepted (authenticated, well-formed) calls; as `requests.length`. */
+  calls: number;
+  /** Calls answered 429: by the hidden limit or an injected failure. */
+  rateLimited: number;
+  /** Calls answered with a completion. */
+  succeeded: number;
+  /**
+   * The most accepted calls in flight at once, each counted on arrival before the hidden limit
+   * decides: above `maxConcurrent` exactly when clients pushed past it.
+   */
+  maxInFlight: number;
 }
 
 /** The roles the chat-completions API accepts. */
@@ -64,11 +100,14 @@ export interface FakeLlmServer {
   readonly baseUrl: string;
   /**
    * Every accepted (authenticated, well-formed) call in arrival order, recorded before its answer
-   * is sent: those answered with an injected failure included, 400s and 401s not.
+   * is sent: those answered with an injected failure or over the hidden limit included, 400s and
+   * 401s not.
    */
   readonly requests: RecordedChatRequest[];
   /** Queues more failures behind those still pending. */
   failNext(...failures: FakeLlmFailure[]): void;
+  /** A copy of the counters now. */
+  stats(): FakeLlmStats;
   /** Stops the server, cutting open connections and pending delayed answers. Idempotent. */
   stop(): Promise<void>;
   [Symbol.asyncDispose](): Promise<void>;
@@ -95,7 +134,8 @@ export function fakeCompletionContent(messages: readonly ChatMessage[]): string 
 /**
  * Starts the fake on `127.0.0.1`.
  *
- * @throws RangeError for a failure status outside 400–599 or a negative latency.
+ * @throws RangeError for a failure status outside 400–599, a negative latency or a hidden limit
+ *   that is not whole numbers (counts ≥ 1, `retryAfterSeconds` ≥ 0).
  */
 export async function startFakeLlmServer(
   options: FakeLlmServerOptions = {},
@@ -110,6 +150,22 @@ export async function startFakeLlmServer(
     pendingFailures.push(...failures);
   };
   failNext(...(options.failures ?? []));
+  const hidden = options.hiddenLimit ?? {};
+  checkHiddenLimit(hidden);
+  const stats: FakeLlmStats = { calls: 0, rateLimited: 0, succeeded: 0, maxInFlight: 0 };
+  let inFlight = 0;
+  /** Arrival times of the calls admitted under the hidden limit within the last second. */
+  const admittedAt: number[] = [];
+  /** Whether the hidden limit turns away a call arriving now (`inFlight` already counts it). */
+  const overHiddenLimit = (): boolean => {
+    const now = performance.now();
+    while (admittedAt.length > 0 && (admittedAt[0] ?? now) <= now - 1_000) admittedAt.shift();
+    if (hidden.maxConcurrent !== undefined && inFlight > hidden.maxConcurrent) return true;
+    if (hidden.requestsPerSecond !== undefined && admittedAt.length >= hidden.requestsPerSecond)
+      return true;
+    if (hidden.requestsPerSecond !== undefined) admittedAt.push(now);
+    return false;
+  };
 
   const requests: RecordedChatRequest[] = [];
   const stopped = new AbortController();
@@ -151,12 +207,28 @@ export async function startFakeLlmServer(
       return sendError(res, 400, parsed.problem, 'invalid_request_error', { param: parsed.param });
     }
     requests.push({ model: parsed.model, messages: parsed.messages, headers: req.headers });
-    if (latencyMs > 0) await delay(latencyMs, undefined, { signal: stopped.signal });
+    stats.calls += 1;
+    inFlight += 1;
+    stats.maxInFlight = Math.max(stats.maxInFlight, inFlight);
+    try {
+      if (overHiddenLimit()) {
+        stats.rateLimited += 1;
+        return sendHiddenLimit(res, hidden);
+      }
+      if (latencyMs > 0) await delay(latencyMs, undefined, { signal: stopped.signal });
+    } finally {
+      // No later than the answer is written: a client that has it may call again at once.
+      inFlight -= 1;
+    }
 
     const failure = pendingFailures.shift();
-    if (failure !== undefined) return sendFailure(res, failure);
+    if (failure !== undefined) {
+      if (failure.status === 429) stats.rateLimited += 1;
+      return sendFailure(res, failure);
+    }
 
     completions += 1;
+    stats.succeeded += 1;
     const content = fakeCompletionContent(parsed.messages);
     const promptTokens = parsed.messages.reduce((n, m) => n + wordsOf(m.content).length, 0);
     const completionTokens = wordsOf(content).length;
@@ -206,6 +278,7 @@ export async function startFakeLlmServer(
     baseUrl: `http://127.0.0.1:${port}/v1`,
     requests,
     failNext,
+    stats: () => ({ ...stats }),
     stop,
     [Symbol.asyncDispose]: stop,
   };
@@ -218,6 +291,19 @@ function checkFailure(failure: FakeLlmFailure): void {
   const seconds = failure.retryAfterSeconds;
   if (seconds !== undefined && (!Number.isInteger(seconds) || seconds < 0)) {
     throw new RangeError(`retryAfterSeconds must be a whole number ≥ 0, got ${seconds}`);
+  }
+}
+
+function checkHiddenLimit(limit: FakeLlmHiddenLimit): void {
+  for (const [name, value, least] of [
+    ['maxConcurrent', limit.maxConcurrent, 1],
+    ['requestsPerSecond', limit.requestsPerSecond, 1],
+    ['retryAfterSeconds', limit.retryAfterSeconds, 0],
+    ['retryAfterMs', limit.retryAfterMs, 0],
+  ] as const) {
+    if (value !== undefined && !(Number.isInteger(value) && value >= least)) {
+      throw new RangeError(`hiddenLimit.${name} must be a whole number ≥ ${least}, got ${value}`);
+    }
   }
 }
 
@@ -326,6 +412,18 @@ function sendFailure(res: ServerResponse, failure: FakeLlmFailure): void {
     );
   }
   sendError(res, failure.status, 'Request failed (injected).', 'invalid_request_error');
+}
+
+function sendHiddenLimit(res: ServerResponse, limit: FakeLlmHiddenLimit): void {
+  if (limit.retryAfterMs === undefined) {
+    res.setHeader('retry-after', String(limit.retryAfterSeconds ?? 1));
+  } else {
+    res.setHeader('retry-after-ms', String(limit.retryAfterMs));
+    res.setHeader('retry-after', String(Math.ceil(limit.retryAfterMs / 1_000)));
+  }
+  sendError(res, 429, 'Rate limit reached for requests.', 'requests', {
+    code: 'rate_limit_exceeded',
+  });
 }
 
 /** Answers in the OpenAI error shape: `{ error: { message, type, param, code } }`. */

@@ -223,6 +223,80 @@ describe('fake LLM server', () => {
   });
 });
 
+describe('fake LLM server: hidden limit', () => {
+  async function until(condition: () => boolean, what: string): Promise<void> {
+    const deadline = Date.now() + 5000;
+    while (!condition()) {
+      assert.ok(Date.now() < deadline, `timed out waiting for ${what}`);
+      await new Promise((resolve) => setTimeout(resolve, 5));
+    }
+  }
+
+  it('answers 429 with retry-after at once to calls over maxConcurrent, and counts', async () => {
+    await using llm = await startFakeLlmServer({
+      apiKey: KEY,
+      latencyMs: 1_000,
+      hiddenLimit: { maxConcurrent: 2, retryAfterSeconds: 3 },
+    });
+    const held = [chat(llm.baseUrl, REQUEST), chat(llm.baseUrl, REQUEST)];
+    await until(() => llm.stats().calls === 2, 'the first two calls');
+
+    const over = await Promise.all([1, 2, 3].map(() => chat(llm.baseUrl, REQUEST)));
+    for (const response of over) {
+      assert.equal(response.status, 429);
+      assert.equal(response.headers.get('retry-after'), '3');
+      assert.equal(response.headers.get('x-ratelimit-remaining-requests'), null, 'not told');
+      assert.equal(((await response.json()) as ErrorBody).error.code, 'rate_limit_exceeded');
+    }
+    assert.deepEqual(llm.stats(), { calls: 5, rateLimited: 3, succeeded: 0, maxInFlight: 3 });
+
+    for (const response of await Promise.all(held)) {
+      assert.equal(response.status, 200);
+      await response.body?.cancel();
+    }
+    // Both answered: room again.
+    const after = await chat(llm.baseUrl, REQUEST);
+    assert.equal(after.status, 200);
+    await after.body?.cancel();
+    assert.deepEqual(llm.stats(), { calls: 6, rateLimited: 3, succeeded: 3, maxInFlight: 3 });
+    assert.equal(llm.requests.length, 6);
+  });
+
+  it('answers 429 over requestsPerSecond, with retry-after-ms when asked', async () => {
+    await using llm = await startFakeLlmServer({
+      hiddenLimit: { requestsPerSecond: 2, retryAfterMs: 1_500 },
+    });
+    const statuses: number[] = [];
+    let limited: Response | undefined;
+    for (let i = 0; i < 3; i++) {
+      const response = await chat(llm.baseUrl, REQUEST, {});
+      statuses.push(response.status);
+      if (response.status === 429) limited = response;
+      else await response.body?.cancel();
+    }
+    assert.deepEqual(statuses, [200, 200, 429]);
+    assert.equal(limited?.headers.get('retry-after-ms'), '1500');
+    assert.equal(limited?.headers.get('retry-after'), '2');
+    await limited?.body?.cancel();
+    assert.deepEqual(llm.stats(), { calls: 3, rateLimited: 1, succeeded: 2, maxInFlight: 1 });
+  });
+
+  it('counts injected 429s too, and refuses nonsense hidden limits', async () => {
+    await using llm = await startFakeLlmServer({ failures: [{ status: 429 }, { status: 500 }] });
+    for (let i = 0; i < 3; i++) await (await chat(llm.baseUrl, REQUEST, {})).body?.cancel();
+    assert.deepEqual(llm.stats(), { calls: 3, rateLimited: 1, succeeded: 1, maxInFlight: 1 });
+
+    for (const hiddenLimit of [
+      { maxConcurrent: 0 },
+      { requestsPerSecond: 1.5 },
+      { retryAfterSeconds: -1 },
+      { retryAfterMs: Number.NaN },
+    ]) {
+      await assert.rejects(startFakeLlmServer({ hiddenLimit }), RangeError);
+    }
+  });
+});
+
 describe('fake web server', () => {
   it('serves the default pages with content types and counts hits', async () => {
     await using web = await startFakeWebServer();

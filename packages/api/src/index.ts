@@ -53,6 +53,24 @@ export { PROTO_LOADER_OPTIONS } from './proto-loader-options.js';
 export { PROTO_ROOT, TASK_SERVICE_PROTO } from './proto-files.js';
 export { ADMIN_SERVICE_PROTO } from './admin-types.js';
 export type {
+  AdmissionBreaker,
+  Breaker,
+  BreakerStatus,
+  BreakerTransition,
+  ClearOverrideRequest,
+  ClearOverrideResponse,
+  GetPressureRequest,
+  GetPressureResponse,
+  Override,
+  OverrideKind,
+  PressureDecision,
+  PressureLevel,
+  ResourceLimit,
+  SetOverrideRequest,
+  SetOverrideResponse,
+  SignalReading,
+} from './pressure-types.js';
+export type {
   ApiKey,
   CreateApiKeyRequest,
   CreateApiKeyResponse,

@@ -57,6 +57,8 @@ export interface BusCatalog {
     readonly cancelAll: string;
     /** `<prefix>.governor.decisions`: core NATS notice that the governor changed a decision. */
     readonly governorDecisions: string;
+    /** `<prefix>.governor.reports`: core NATS, each executor's load and outcome counters. */
+    readonly executorReports: string;
     /** `$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.<PREFIX>_STEPS.*` (any step consumer). */
     readonly stepMaxDeliveriesAdvisory: string;
     /** `$JS.EVENT.ADVISORY.CONSUMER.MSG_TERMINATED.<PREFIX>_STEPS.*` (any step consumer). */
@@ -158,6 +160,7 @@ export function createBusCatalog(prefix: string = DEFAULT_PREFIX): BusCatalog {
       },
       cancelAll: `${prefix}.control.cancel.*`,
       governorDecisions: `${prefix}.governor.decisions`,
+      executorReports: `${prefix}.governor.reports`,
       stepMaxDeliveriesAdvisory: `$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.${steps}.*`,
       stepTerminatedAdvisory: `$JS.EVENT.ADVISORY.CONSUMER.MSG_TERMINATED.${steps}.*`,
     },

@@ -90,6 +90,34 @@ export type {
 } from './topology.js';
 
 export { createTopologyRepair, isMissingTopologyError } from './topology-repair.js';
+export { openGovernorBucket } from './topology.js';
+export {
+  ADMISSION_LEVELS,
+  AdmissionLevel,
+  DECISIONS_KEY,
+  decodeDecision,
+  encodeDecision,
+  MAX_DECISION_BYTES,
+  NO_SIGNALS_REASON,
+  NOTHING_DECIDED,
+  normalDecision,
+  parseDecision,
+} from './governor-decision.js';
+export type { BreakerView, GovernorDecision, SignalReading } from './governor-decision.js';
+export {
+  DEFAULT_DECISION_STALE_MS,
+  listsPriority,
+  startDecisionView,
+  UNGOVERNED,
+} from './decision-view.js';
+export type { DecisionView, DecisionViewOptions } from './decision-view.js';
+export {
+  decodeExecutorReport,
+  encodeExecutorReport,
+  MAX_REPORT_BYTES,
+  parseExecutorReport,
+} from './executor-report.js';
+export type { ExecutorReport, LlmGateReport } from './executor-report.js';
 export type { TopologyRepair, TopologyRepairOptions } from './topology-repair.js';
 
 export {

@@ -328,3 +328,11 @@ async function openBucket(
   }
   throw raced(`KV bucket ${bucket}`);
 }
+
+/**
+ * Opens the governor's decisions bucket for reading without creating it (readers do not know the
+ * settings its owner creates it with). Reads fail until the governor has created it.
+ */
+export function openGovernorBucket(nc: NatsConnection, catalog: BusCatalog): Promise<KV> {
+  return new Kvm(nc).open(catalog.buckets.governor);
+}

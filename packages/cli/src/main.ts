@@ -33,6 +33,7 @@ import { getCommand } from './commands/get.js';
 import { keyCommands } from './commands/keys.js';
 import { lifecycleCommands } from './commands/lifecycle.js';
 import { listCommand } from './commands/list.js';
+import { pressureCommands } from './commands/pressure.js';
 import { tenantCommands } from './commands/tenants.js';
 import { watchCommand } from './commands/watch.js';
 import {
@@ -54,6 +55,7 @@ export const COMMANDS: readonly Command[] = [
   ...tenantCommands,
   ...keyCommands,
   ...deadLetterCommands,
+  ...pressureCommands,
 ];
 
 /** Options every command takes. */

@@ -23,7 +23,10 @@ export type {
 export { migrateDatabase, MIGRATIONS_FOLDER } from './migrate.js';
 export {
   apiKeys,
+  breakerTransitions,
+  breakers,
   deadLetters,
+  governorOverrides,
   idempotencyTombstones,
   leaderEpochs,
   resourceLimits,
@@ -35,7 +38,12 @@ export {
   tenantLimits,
   tenants,
 } from './schema.js';
-export type { DeadLetterReason, ManifestStep, PendingApproval } from './schema.js';
+export type {
+  DeadLetterReason,
+  GovernorOverrideKind,
+  ManifestStep,
+  PendingApproval,
+} from './schema.js';
 export { applyTransition, applyTransitions } from './transition.js';
 export type { TransitionPatch, TransitionRequest, TransitionResult } from './transition.js';
 export { createApiKey, createTenant, findKeyOwner, hashApiKey } from './queries/tenants.js';
@@ -172,3 +180,39 @@ export {
 } from './queries/admission.js';
 export type { TenantLimit } from './queries/admission.js';
 export { explainAnalyze } from './queries/explain.js';
+export {
+  GOVERNOR_LEADER_ROLE,
+  dueBreakerCoolDowns,
+  loadBreakers,
+  recentBreakerTransitions,
+  saveBreaker,
+} from './queries/breakers.js';
+export type { BreakerTransitionRecord, BreakerWrite, StoredBreaker } from './queries/breakers.js';
+export {
+  MAX_OVERRIDE_LIMIT,
+  OVERRIDE_KINDS,
+  OVERRIDE_LOCK_NAMESPACE,
+  activeOverrides,
+  addOverride,
+  clearExpiredOverrides,
+  clearOverride,
+  validateOverride,
+} from './queries/overrides.js';
+export type { NewOverride, Override } from './queries/overrides.js';
+export {
+  SIGNAL_DISPATCH_HORIZON_MS,
+  databaseConnectionUsage,
+  queueDepths,
+  retryShare,
+  signalStatements,
+  stepLatencies,
+} from './queries/pressure-signals.js';
+export type {
+  ConnectionUsage,
+  InFlightDepth,
+  QueueDepths,
+  ReadyDepth,
+  RetryShare,
+  SignalWindowOptions,
+  StepLatency,
+} from './queries/pressure-signals.js';

@@ -25,6 +25,8 @@ import {
 } from 'drizzle-orm/pg-core';
 import type {
   ApprovalTimeoutAction,
+  BreakerState,
+  BreakerStatus,
   Continuation,
   Json,
   SerializedStepError,
@@ -416,5 +418,101 @@ export const tenantLimits = pgTable(
     primaryKey({ columns: [t.tenantId, t.resource] }),
     check('tenant_limits_floor_ck', sql`${t.floor} >= 0`),
     check('tenant_limits_cap_ck', sql`${t.cap} is null or ${t.cap} >= ${t.floor}`),
+  ],
+);
+
+/**
+ * Circuit breakers, one row per guarded resource (`tool:search`, `mcp:files`): the cluster's one
+ * state, written only by the governor leader and fenced by its leader epoch, so a deposed governor's
+ * late write cannot overwrite its successor's. `cool_down_until` is the durable cool-down timer of
+ * an open breaker: a restarted governor finds the due ones with one indexed query.
+ */
+export const breakers = pgTable(
+  'breakers',
+  {
+    resource: text('resource').primaryKey(),
+    /** `state.status`, as a column so it can be checked and filtered. */
+    status: text('status').$type<BreakerStatus>().notNull(),
+    /** The whole core `BreakerState`, as `circuit-breaker.ts` reads and writes it. */
+    state: jsonb('state').$type<BreakerState>().notNull(),
+    /** `state.coolDownUntilMs`: when an open breaker may probe again. */
+    coolDownUntil: timestamp('cool_down_until', { withTimezone: true }),
+    /** Leader epoch (role `governor`) of the governor that wrote the row. */
+    epoch: bigint('epoch', { mode: 'number' }).notNull(),
+    /** When `status` last changed. */
+    changedAt: timestamp('changed_at', { withTimezone: true }).notNull().defaultNow(),
+    updatedAt: timestamp('updated_at', { withTimezone: true }).notNull().defaultNow(),
+  },
+  (t) => [
+    index('breakers_cool_down_idx')
+      .on(t.coolDownUntil)
+      .where(sql`${t.status} = 'open'`),
+    check('breakers_status_ck', sql`${t.status} in ('closed', 'open', 'half_open')`),
+  ],
+);
+
+/** Every status change of a breaker, for `AdminService` and post-mortems. */
+export const breakerTransitions = pgTable(
+  'breaker_transitions',
+  {
+    id: bigserial('id', { mode: 'number' }).primaryKey(),
+    resource: text('resource').notNull(),
+    fromStatus: text('from_status').$type<BreakerStatus>().notNull(),
+    toStatus: text('to_status').$type<BreakerStatus>().notNull(),
+    reason: text('reason').notNull(),
+    /** Leader epoch of the governor that recorded it. */
+    epoch: bigint('epoch', { mode: 'number' }).notNull(),
+    at: timestamp('at', { withTimezone: true }).notNull().defaultNow(),
+  },
+  (t) => [
+    index('breaker_transitions_resource_at_idx').on(t.resource, t.at),
+    check(
+      'breaker_transitions_status_ck',
+      sql`${t.fromStatus} in ('closed', 'open', 'half_open') and ${t.toStatus} in ('closed', 'open', 'half_open')`,
+    ),
+  ],
+);
+
+/** What a manual override of the governor acts on. */
+export type GovernorOverrideKind = 'breaker' | 'priority' | 'limit';
+
+/**
+ * Manual overrides of the governor, set by people through `AdminService`: force a breaker open or
+ * closed (`breaker`, target a resource, value `open`|`closed`), hold or release a priority
+ * (`priority`, target `0`..`3`, value `hold`|`release`), or pin a resource's concurrency (`limit`,
+ * target a resource, value a positive integer). At most one uncleared override per (kind, target):
+ * a new one clears the old. Rows are kept once cleared or expired, as the record of who did what.
+ */
+export const governorOverrides = pgTable(
+  'governor_overrides',
+  {
+    id: bigserial('id', { mode: 'bigint' }).primaryKey(),
+    kind: text('kind').$type<GovernorOverrideKind>().notNull(),
+    target: text('target').notNull(),
+    value: text('value').notNull(),
+    reason: text('reason').notNull(),
+    createdAt: createdAt(),
+    /** When it stops applying on its own; `null`: until cleared. */
+    expiresAt: timestamp('expires_at', { withTimezone: true }),
+    /** When it was cleared (by a person, a newer override, or the expiry sweep). */
+    clearedAt: timestamp('cleared_at', { withTimezone: true }),
+  },
+  (t) => [
+    uniqueIndex('governor_overrides_uncleared_uq')
+      .on(t.kind, t.target)
+      .where(sql`${t.clearedAt} is null`),
+    check('governor_overrides_kind_ck', sql`${t.kind} in ('breaker', 'priority', 'limit')`),
+    check(
+      'governor_overrides_value_ck',
+      sql`(${t.kind} = 'breaker' and ${t.value} in ('open', 'closed'))
+        or (${t.kind} = 'priority' and ${t.target} in ('0', '1', '2', '3') and ${t.value} in ('hold', 'release'))
+        or (${t.kind} = 'limit' and ${t.value} ~ '^[1-9][0-9]{0,8}$')`,
+    ),
+    check('governor_overrides_target_ck', sql`length(${t.target}) > 0`),
+    check('governor_overrides_reason_ck', sql`length(btrim(${t.reason})) > 0`),
+    check(
+      'governor_overrides_expires_ck',
+      sql`${t.expiresAt} is null or ${t.expiresAt} > ${t.createdAt}`,
+    ),
   ],
 );

@@ -18,7 +18,15 @@ export interface ChatCompletion {
 
 /** The LLM endpoint configured on the executor (an OpenAI-compatible chat-completions API). */
 export interface LlmClient {
-  chat(request: { messages: readonly ChatMessage[]; model?: string }): Promise<ChatCompletion>;
+  /**
+   * One chat completion. `maxTokens` caps the answer (sent as `max_tokens`) and is what the
+   * executor's LLM gate charges against the tokens-per-minute budget before the call.
+   */
+  chat(request: {
+    messages: readonly ChatMessage[];
+    model?: string;
+    maxTokens?: number;
+  }): Promise<ChatCompletion>;
 }
 
 /** Structured logging bound to the task and step (and the step's trace, when tracing is on). */
@@ -116,6 +124,13 @@ export interface StepContext<
   readonly span: StepSpan;
   /** Set when the task went through an approval: the latest one (steps run only once approved). */
   readonly approval: ApprovalDecision | undefined;
+  /**
+   * True while the governor asks this task's priority to degrade (ARCHITECTURE.md, backpressure):
+   * the system is under pressure, and a handler that has a cheaper path (a smaller model, fewer
+   * sources, a shorter answer) should take it. Read when the attempt starts; a handler without a
+   * cheaper path ignores it.
+   */
+  readonly degraded: boolean;
   /**
    * Reports how far the step is, for `GetTask`, `WatchTask` and event subscribers: `fraction` from
    * 0 to 1 and a short message. Writes are throttled to a few per second per step; the last value

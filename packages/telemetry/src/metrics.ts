@@ -85,8 +85,43 @@ export const METRIC_DEFINITIONS = {
   },
   backpressureTriggerCount: {
     name: 'sluice_backpressure_trigger_count_total',
-    help: 'Admission decisions that held back or shed work, by decision and priority.',
-    labelNames: ['decision', 'priority'],
+    help: 'Governor ticks that decided to throttle, degrade, hold or reject, by decision and the signal that caused it.',
+    labelNames: ['decision', 'cause'],
+  },
+  governorSignal: {
+    name: 'sluice_governor_signal',
+    help: 'The latest reading of each governor signal, by signal and scope (a resource, a priority, all).',
+    labelNames: ['signal', 'scope'],
+  },
+  governorLevel: {
+    name: 'sluice_governor_level',
+    help: "The governor's overall pressure level: 0 normal, 1 throttle, 2 degrade, 3 hold, 4 reject.",
+    labelNames: [],
+  },
+  breakerState: {
+    name: 'sluice_breaker_state',
+    help: 'Circuit breaker state by resource: 0 closed, 1 half-open, 2 open.',
+    labelNames: ['resource'],
+  },
+  breakerTransitions: {
+    name: 'sluice_breaker_transitions_total',
+    help: 'Circuit breaker state changes, by resource and the states left and entered.',
+    labelNames: ['resource', 'from', 'to'],
+  },
+  resourceLimit: {
+    name: 'sluice_resource_limit',
+    help: 'The in-flight limit the governor sets for a resource (adaptive LLM limit, override, half-open probes).',
+    labelNames: ['resource'],
+  },
+  admissionRejections: {
+    name: 'sluice_admission_rejections_total',
+    help: 'CreateTask calls answered RESOURCE_EXHAUSTED because the governor rejects their priority.',
+    labelNames: ['priority'],
+  },
+  admissionHeld: {
+    name: 'sluice_admission_held_total',
+    help: 'Claims made while the governor held or throttled priorities, by priority and how (held, throttled).',
+    labelNames: ['priority', 'how'],
   },
   grpcRequests: {
     name: 'sluice_grpc_requests_total',
@@ -171,6 +206,13 @@ export interface Metrics {
   readonly eventsRelayed: Counter<MetricLabels<'eventsRelayed'>>;
   readonly retryBudgetExhausted: Counter<MetricLabels<'retryBudgetExhausted'>>;
   readonly retentionDeleted: Counter<MetricLabels<'retentionDeleted'>>;
+  readonly governorSignal: Gauge<MetricLabels<'governorSignal'>>;
+  readonly governorLevel: Gauge<MetricLabels<'governorLevel'>>;
+  readonly breakerState: Gauge<MetricLabels<'breakerState'>>;
+  readonly breakerTransitions: Counter<MetricLabels<'breakerTransitions'>>;
+  readonly resourceLimit: Gauge<MetricLabels<'resourceLimit'>>;
+  readonly admissionRejections: Counter<MetricLabels<'admissionRejections'>>;
+  readonly admissionHeld: Counter<MetricLabels<'admissionHeld'>>;
 }
 
 /**
@@ -204,6 +246,13 @@ export function createMetrics(): Metrics {
     eventsRelayed: counter(registry, d.eventsRelayed),
     retryBudgetExhausted: counter(registry, d.retryBudgetExhausted),
     retentionDeleted: counter(registry, d.retentionDeleted),
+    governorSignal: gauge(registry, d.governorSignal),
+    governorLevel: gauge(registry, d.governorLevel),
+    breakerState: gauge(registry, d.breakerState),
+    breakerTransitions: counter(registry, d.breakerTransitions),
+    resourceLimit: gauge(registry, d.resourceLimit),
+    admissionRejections: counter(registry, d.admissionRejections),
+    admissionHeld: counter(registry, d.admissionHeld),
   };
 }
 

@@ -12,6 +12,10 @@ import {
   createTopologyRepair,
   decodeMessageOf,
   ensureStepConsumers,
+  listsPriority,
+  openGovernorBucket,
+  startDecisionView,
+  type DecisionView,
   ensureTopology,
   isBusMessageError,
   type TopologyRepair,
@@ -27,6 +31,8 @@ import {
 } from '@sluice/telemetry';
 import type { ExecutorConfig } from './config.js';
 import { retryWhileDatabaseDown } from './database-outage.js';
+import { startGovernorReporter, type GovernorReporter } from './governor-report.js';
+import { createLlmGate } from './llm-gate.js';
 import { startPriorityPuller, type PriorityPuller } from './priority-puller.js';
 import { Slots } from './slots.js';
 import { RunningSteps, runDispatchedStep, type StepRunnerDeps } from './step-runner.js';
@@ -71,6 +77,18 @@ export async function startExecutor(config: ExecutorConfig, log?: Logger): Promi
   let cancelSubscription: Subscription | undefined;
   let metricsServer: MetricsServer | undefined;
   const slots = new Slots(config.SLUICE_EXECUTOR_SLOTS);
+  // One gate for every step's LLM calls: it finds the provider's limit and keeps the budgets.
+  const llmGate = createLlmGate({
+    minConcurrency: config.SLUICE_LLM_MIN_CONCURRENCY,
+    maxConcurrency: config.SLUICE_LLM_MAX_CONCURRENCY,
+    initialConcurrency: config.SLUICE_LLM_INITIAL_CONCURRENCY,
+    backoffRatio: config.SLUICE_LLM_BACKOFF_PERCENT / 100,
+    decreaseIntervalMs: config.SLUICE_LLM_DECREASE_INTERVAL_MS,
+    requestsPerMinute: config.SLUICE_LLM_REQUESTS_PER_MINUTE,
+    tokensPerMinute: config.SLUICE_LLM_TOKENS_PER_MINUTE,
+  });
+  let decisions: DecisionView | undefined;
+  let reporter: GovernorReporter | undefined;
   try {
     for (const definition of runnable) {
       await registerTaskType(database.db, manifestOf(definition));
@@ -98,6 +116,25 @@ export async function startExecutor(config: ExecutorConfig, log?: Logger): Promi
 
     const metrics = createMetrics();
     const running = new RunningSteps();
+    const conn = nc;
+    const governorBucket = await openGovernorBucket(conn, catalog);
+    decisions = await startDecisionView({
+      nc: conn,
+      kv: governorBucket,
+      subject: catalog.subjects.governorDecisions,
+      staleAfterMs: config.SLUICE_DECISION_STALE_MS,
+      log: logger,
+    });
+    const view = decisions;
+    reporter = startGovernorReporter({
+      resource,
+      slots,
+      gate: llmGate,
+      intervalMs: config.SLUICE_REPORT_INTERVAL_MS,
+      publish: (data) => conn.publish(catalog.subjects.executorReports, data),
+      onError: (error) => logger.warn({ err: error }, 'could not report to the governor'),
+    });
+    const counting = reporter;
     const deps: StepRunnerDeps = {
       db: database.db,
       nc,
@@ -114,6 +151,10 @@ export async function startExecutor(config: ExecutorConfig, log?: Logger): Promi
       heartbeatMs: config.SLUICE_HEARTBEAT_MS,
       ackWaitMs: config.SLUICE_ACK_WAIT_MS,
       running,
+      llmGate,
+      isDegraded: (priority) => listsPriority(view.current().degrade, priority),
+      isBreakerOpen: () => view.current().breakers?.[resource] === 'open',
+      onOutcome: (outcome) => counting.count(outcome),
     };
 
     cancelSubscription = nc.subscribe(catalog.subjects.cancelAll, {
@@ -186,6 +227,9 @@ export async function startExecutor(config: ExecutorConfig, log?: Logger): Promi
       'executor started',
     );
   } catch (error) {
+    reporter?.stop();
+    decisions?.stop();
+    llmGate.close();
     await topologyRepair?.stop();
     await puller?.stop();
     cancelSubscription?.unsubscribe();
@@ -204,6 +248,9 @@ export async function startExecutor(config: ExecutorConfig, log?: Logger): Promi
       const grace = new Promise((resolve) => setTimeout(resolve, STOP_GRACE_MS).unref());
       await topologyRepair?.stop();
       await Promise.race([started.puller.stop(), grace]);
+      reporter?.stop();
+      decisions?.stop();
+      llmGate.close();
       started.cancelSubscription.unsubscribe();
       await started.metricsServer.stop();
       await closeNats(started.nc);

@@ -5,6 +5,7 @@ import { z } from 'zod';
 import { resourceProblem } from '@sluice/core';
 import {
   COMMON_ENV,
+  ConfigError,
   intVar,
   loadEnvConfig,
   stringVar,
@@ -50,9 +51,31 @@ export const EXECUTOR_ENV = {
   SLUICE_ACK_WAIT_MS: intVar(30_000, 1_000, 3_600_000),
   SLUICE_MAX_DELIVER: intVar(5, 1, 100),
   SLUICE_HEARTBEAT_MS: intVar(DEFAULT_HEARTBEAT_MS, 100, 600_000),
+  /** The LLM gate: bounds and start of the adaptive concurrency limit (AIMD on 429s). */
+  SLUICE_LLM_MIN_CONCURRENCY: intVar(1, 1, 1_000),
+  SLUICE_LLM_MAX_CONCURRENCY: intVar(64, 1, 1_000),
+  SLUICE_LLM_INITIAL_CONCURRENCY: intVar(8, 1, 1_000),
+  /** Percent the limit keeps on a 429 (90: multiplied by 0.9). */
+  SLUICE_LLM_BACKOFF_PERCENT: intVar(90, 1, 99),
+  /** Shortest time between two decreases (one burst of 429s is one drop). */
+  SLUICE_LLM_DECREASE_INTERVAL_MS: intVar(1_000, 0, 60_000),
+  /** The provider's request and token budgets per minute, for this executor; unset: unlimited. */
+  SLUICE_LLM_REQUESTS_PER_MINUTE: intVar(0, 0, 100_000_000).transform((v) => v || undefined),
+  SLUICE_LLM_TOKENS_PER_MINUTE: intVar(0, 0, 1_000_000_000).transform((v) => v || undefined),
+  /** How often the executor reports its load and outcomes to the governor. */
+  SLUICE_REPORT_INTERVAL_MS: intVar(1_000, 100, 60_000),
 };
 
 export type ExecutorConfig = EnvConfig<typeof EXECUTOR_ENV>;
+
+/** Why the LLM gate's bounds cannot work together, or `undefined`. */
+function llmBoundsProblem(config: ExecutorConfig): string | undefined {
+  const min = config.SLUICE_LLM_MIN_CONCURRENCY;
+  const max = config.SLUICE_LLM_MAX_CONCURRENCY;
+  const initial = config.SLUICE_LLM_INITIAL_CONCURRENCY;
+  if (min <= initial && initial <= max) return undefined;
+  return `SLUICE_LLM_MIN_CONCURRENCY (${min}) ≤ SLUICE_LLM_INITIAL_CONCURRENCY (${initial}) ≤ SLUICE_LLM_MAX_CONCURRENCY (${max}) must hold`;
+}
 
 /** Reads the configuration; `--resource <name>` on the command line wins over SLUICE_RESOURCE. */
 export function loadExecutorConfig(
@@ -61,8 +84,11 @@ export function loadExecutorConfig(
 ): ExecutorConfig {
   const flag = argv.indexOf('--resource');
   const resource = flag >= 0 ? argv[flag + 1] : undefined;
-  return loadEnvConfig(
+  const config = loadEnvConfig(
     EXECUTOR_ENV,
     resource === undefined ? env : { ...env, SLUICE_RESOURCE: resource },
   );
+  const problem = llmBoundsProblem(config);
+  if (problem) throw new ConfigError('SLUICE_LLM_INITIAL_CONCURRENCY', problem);
+  return config;
 }

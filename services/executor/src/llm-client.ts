@@ -1,8 +1,16 @@
 /**
  * An HTTP client of an OpenAI-compatible chat-completions endpoint (`POST {baseUrl}/chat/completions`),
- * given to step handlers as `ctx.llm`.
+ * given to step handlers as `ctx.llm`. With the executor's {@link LlmGate}, every call waits for
+ * a permit and budget first and reports how it ended, so the process finds the provider's limit.
+ * A 429 still fails the call with an `HttpStatusError`: retrying is the scheduler's, by class.
  */
-import { HttpStatusError, type ChatCompletion, type LlmClient } from '@sluice/sdk';
+import {
+  HttpStatusError,
+  type ChatCompletion,
+  type ChatMessage,
+  type LlmClient,
+} from '@sluice/sdk';
+import type { LlmCallResult, LlmGate } from './llm-gate.js';
 
 /** Where the LLM is and how to call it. */
 export interface LlmClientOptions {
@@ -12,42 +20,112 @@ export interface LlmClientOptions {
   readonly model: string;
 }
 
+/**
+ * Completion tokens charged up front for a call that declares no `maxTokens`: the provider counts
+ * the completion allowance against the token limit before it answers.
+ */
+export const DEFAULT_COMPLETION_TOKENS = 1_000;
+
+/**
+ * A chat request. `maxTokens` is not (yet) in the SDK's `LlmClient` type; when a caller passes it
+ * anyway it is sent as `max_tokens` and charged instead of {@link DEFAULT_COMPLETION_TOKENS}.
+ */
+export interface ChatRequest {
+  readonly messages: readonly ChatMessage[];
+  readonly model?: string;
+  readonly maxTokens?: number;
+}
+
 interface CompletionBody {
   model?: unknown;
   choices?: Array<{ message?: { content?: unknown } }>;
   usage?: { prompt_tokens?: unknown; completion_tokens?: unknown };
 }
 
-/** Creates the client; `signal` aborts the call (cancel or step timeout). */
-export function createLlmClient(options: LlmClientOptions, signal: AbortSignal): LlmClient {
+/** Tokens a request may cost: about 4 characters a token for the prompt, plus the completion. */
+export function estimateTokens(request: ChatRequest): number {
+  const characters = request.messages.reduce((n, message) => n + message.content.length, 0);
+  const completion =
+    request.maxTokens !== undefined && Number.isFinite(request.maxTokens) && request.maxTokens > 0
+      ? request.maxTokens
+      : DEFAULT_COMPLETION_TOKENS;
+  return Math.ceil(characters / 4) + completion;
+}
+
+/**
+ * Creates the client; `signal` aborts the call (cancel or step timeout), also while it waits at
+ * `gate`. Without a gate, calls go out at once.
+ */
+export function createLlmClient(
+  options: LlmClientOptions,
+  signal: AbortSignal,
+  gate?: LlmGate,
+): LlmClient {
   const url = `${options.baseUrl.replace(/\/+$/, '')}/chat/completions`;
   return {
-    async chat(request) {
-      const response = await fetch(url, {
-        method: 'POST',
-        signal,
-        headers: {
-          'content-type': 'application/json',
-          ...(options.apiKey ? { authorization: `Bearer ${options.apiKey}` } : {}),
-        },
-        body: JSON.stringify({ model: request.model ?? options.model, messages: request.messages }),
-      });
-      if (!response.ok) throw HttpStatusError.fromResponse(response, 'the LLM endpoint');
-      const body = (await response.json()) as CompletionBody;
-      const content = body.choices?.[0]?.message?.content;
-      if (typeof content !== 'string') {
-        throw new Error('the LLM endpoint answered without choices[0].message.content');
+    async chat(request: ChatRequest) {
+      const permit = await gate?.acquire({ estimatedTokens: estimateTokens(request), signal });
+      const started = performance.now();
+      // Unanswered unless an answer arrives; given back however the call ends.
+      let result: LlmCallResult = { ok: false, latencyMs: 0 };
+      try {
+        const response = await fetch(url, {
+          method: 'POST',
+          signal,
+          headers: {
+            'content-type': 'application/json',
+            ...(options.apiKey ? { authorization: `Bearer ${options.apiKey}` } : {}),
+          },
+          body: JSON.stringify({
+            model: request.model ?? options.model,
+            messages: request.messages,
+            ...(request.maxTokens === undefined ? {} : { max_tokens: request.maxTokens }),
+          }),
+        });
+        result = {
+          ok: response.ok,
+          status: response.status,
+          headers: response.headers,
+          latencyMs: performance.now() - started,
+        };
+        if (!response.ok) {
+          await response.body?.cancel();
+          throw HttpStatusError.fromResponse(response, 'the LLM endpoint');
+        }
+        const body = (await response.json()) as CompletionBody;
+        const completion = completionOf(body, request.model ?? options.model);
+        result = {
+          ...result,
+          latencyMs: performance.now() - started,
+          ...(completion.usage === undefined
+            ? {}
+            : { usageTokens: completion.usage.promptTokens + completion.usage.completionTokens }),
+        };
+        return completion;
+      } finally {
+        permit?.release(
+          result.status === undefined
+            ? { ...result, latencyMs: performance.now() - started }
+            : result,
+        );
       }
-      const prompt = body.usage?.prompt_tokens;
-      const completion = body.usage?.completion_tokens;
-      return {
-        content,
-        model: typeof body.model === 'string' ? body.model : (request.model ?? options.model),
-        usage:
-          typeof prompt === 'number' && typeof completion === 'number'
-            ? { promptTokens: prompt, completionTokens: completion }
-            : undefined,
-      } satisfies ChatCompletion;
     },
+  };
+}
+
+function completionOf(body: CompletionBody, requestedModel: string): ChatCompletion {
+  const content = body.choices?.[0]?.message?.content;
+  if (typeof content !== 'string') {
+    throw new Error('the LLM endpoint answered without choices[0].message.content');
+  }
+  const prompt = body.usage?.prompt_tokens;
+  const completion = body.usage?.completion_tokens;
+  return {
+    content,
+    model: typeof body.model === 'string' ? body.model : requestedModel,
+    usage:
+      typeof prompt === 'number' && typeof completion === 'number'
+        ? { promptTokens: prompt, completionTokens: completion }
+        : undefined,
   };
 }

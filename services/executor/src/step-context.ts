@@ -34,6 +34,8 @@ export interface StepContextSources {
   readonly log: Logger;
   readonly llm: LlmClient;
   readonly progress: ProgressReporter;
+  /** Whether the governor asks this task's priority to degrade. */
+  readonly degraded: boolean;
 }
 
 /**
@@ -88,6 +90,7 @@ export async function buildStepContext(
     logger: sources.log.child({ step: step.name, attempt: step.attempts }),
     llm: sources.llm,
     approval: decision,
+    degraded: sources.degraded,
     progress: (fraction, message) => sources.progress.report(fraction, message),
   };
 }

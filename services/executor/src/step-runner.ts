@@ -5,7 +5,7 @@
  */
 import type { JsMsg } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
-import type { StepOutcome } from '@sluice/core';
+import type { Priority, StepOutcome } from '@sluice/core';
 import { encodeMessage, type BusCatalog, type StepDispatch } from '@sluice/bus';
 import {
   appendTaskEvent,
@@ -27,6 +27,7 @@ import { StepResultError, toJson, toStepOutcome, type TaskDefinition } from '@sl
 import type { Logger, Metrics } from '@sluice/telemetry';
 import { classifyStepError, type AbortReason } from './classify-error.js';
 import { createLlmClient, type LlmClientOptions } from './llm-client.js';
+import type { LlmGate } from './llm-gate.js';
 import { createProgressReporter } from './progress-reporter.js';
 import { buildStepContext } from './step-context.js';
 import { runInStepSpan } from './step-span.js';
@@ -46,6 +47,14 @@ export interface StepRunnerDeps {
   readonly ackWaitMs: number;
   /** Aborts of running steps by task id, so a cancel request reaches them. */
   readonly running: RunningSteps;
+  /** The executor's one LLM gate (adaptive concurrency, request and token budgets). */
+  readonly llmGate?: LlmGate;
+  /** Whether the governor asks a priority to degrade now. */
+  readonly isDegraded?: (priority: Priority) => boolean;
+  /** Whether this executor's resource has an open circuit breaker now. */
+  readonly isBreakerOpen?: () => boolean;
+  /** Counts each outcome for the executor's report to the governor. */
+  readonly onOutcome?: (outcome: StepOutcome) => void;
 }
 
 /** The abort controllers of the steps running in this process, by task. */
@@ -109,6 +118,7 @@ export async function runDispatchedStep(
   const outcome = await execute(deps, message, ref, step, task, log);
   const recorded = await deps.db.transaction((tx) => recordStepOutcome(tx, ref, outcome));
   deps.metrics.stepsFinished.inc({ resource: deps.resource, outcome: outcome.type });
+  deps.onOutcome?.(outcome);
   await message.ackAck();
   if (recorded) wakeScheduler(deps, ref);
   log.info({ step: step.name, outcome: outcome.type, recorded }, 'step finished');
@@ -124,6 +134,11 @@ async function start(deps: StepRunnerDeps, ref: StepDispatchRef): Promise<Starte
       // A pause lets running steps finish but starts no new one: back to the ready queue, where
       // it waits until the task is resumed (the scheduler pauses a running task once nothing
       // runs). The same for a task that was paused while this step was on its way.
+      return (await releaseStep(tx, ref)) ? { kind: 'released' } : { kind: 'stale' };
+    }
+    if (!task.cancelRequested && deps.isBreakerOpen?.() === true) {
+      // Dispatched before the breaker opened: it waits in the ready queue (without spending an
+      // attempt) until the breaker lets calls through again, rather than calling a failing tool.
       return (await releaseStep(tx, ref)) ? { kind: 'released' } : { kind: 'stale' };
     }
     const step = await startStep(tx, ref, deps.ackWaitMs);
@@ -207,8 +222,9 @@ async function execute(
       stepDefinition,
       signal: controller.signal,
       log,
-      llm: createLlmClient(deps.llm, controller.signal),
+      llm: createLlmClient(deps.llm, controller.signal, deps.llmGate),
       progress,
+      degraded: deps.isDegraded?.(task.priority as Priority) ?? false,
     });
     contextBuilt = true;
     const result: unknown = await runInStepSpan(task, step, (span) =>

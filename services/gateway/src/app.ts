@@ -9,6 +9,9 @@ import {
   createBusCatalog,
   encodeMessage,
   ensureTopology,
+  openGovernorBucket,
+  startDecisionView,
+  type DecisionView,
 } from '@sluice/bus';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { migrateDatabase, openDatabase } from '@sluice/db';
@@ -58,12 +61,21 @@ export async function startGateway(
   let grpc: GrpcServer | undefined;
   let metricsServer: MetricsServer | undefined;
   let grpcPort: number;
+  let decisions: DecisionView | undefined;
   try {
     nc = await connectNats({ url: config.NATS_URL, name: `gateway-${process.pid}` });
     const catalog = createBusCatalog(config.SLUICE_PREFIX);
     await ensureTopology(await jetstreamManager(nc), catalog);
     const metrics = createMetrics();
     hub = startEventHub(nc, catalog, logger);
+    const governorBucket = await openGovernorBucket(nc, catalog);
+    decisions = await startDecisionView({
+      nc,
+      kv: governorBucket,
+      subject: catalog.subjects.governorDecisions,
+      staleAfterMs: config.SLUICE_DECISION_STALE_MS,
+      log: logger,
+    });
     grpc = createGrpcServer({
       logger,
       unaryDeadlineMs: config.SLUICE_UNARY_TIMEOUT_MS,
@@ -84,10 +96,13 @@ export async function startGateway(
         maxInputBytes: config.SLUICE_MAX_INPUT_BYTES,
         watchRecheckMs: config.SLUICE_WATCH_RECHECK_MS,
         faultInjection: createFaultInjection(config.SLUICE_FAULT_INJECTION),
+        decisions,
       }),
       adminService: createAdminService({
         db: database.db,
         log: logger,
+        governorKv: governorBucket,
+        decisionStaleMs: config.SLUICE_DECISION_STALE_MS,
         wakeScheduler: () =>
           nc?.publish(
             catalog.subjects.wake('scheduler'),
@@ -111,6 +126,7 @@ export async function startGateway(
     }
     logger.info({ grpc_port: grpcPort, metrics_port: metricsServer.port }, 'gateway started');
   } catch (error) {
+    decisions?.stop();
     await grpc?.stop(0);
     hub?.close();
     if (nc) await closeNats(nc);
@@ -126,6 +142,7 @@ export async function startGateway(
       logger.info('gateway stopping');
       await started.grpc.stop(STOP_GRACE_MS);
       started.hub.close();
+      decisions?.stop();
       await started.metricsServer.stop();
       await closeNats(started.nc);
       await database.close();

@@ -3,8 +3,9 @@
  * `governorDecisions` subject. Several replicas may run; the one holding the `governor` lease acts,
  * the others stand by and take over when its lease is released or expires.
  *
- * For now it measures no signals and always decides `normal`; what is real is the leadership:
- * the lease, the Postgres leader epoch that fences every write, and the hand-over.
+ * The leader reads the seven signals every interval (see `decision-maker.ts`), keeps the circuit
+ * breakers (state in Postgres, fenced by its leader epoch) and publishes the decision; every
+ * replica listens to the executors' reports, so a standby that takes over has the window at hand.
  */
 import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
@@ -14,10 +15,17 @@ import {
   connectNats,
   createBusCatalog,
   createLease,
+  decodeDecision,
+  decodeExecutorReport,
+  DECISIONS_KEY,
+  encodeDecision,
   openKvBuckets,
   type Lease,
+  type SignalReading,
 } from '@sluice/bus';
+import type { Subscription } from '@nats-io/transport-node';
 import { advanceLeaderEpoch, migrateDatabase, openDatabase } from '@sluice/db';
+import { DEFAULT_BREAKER } from '@sluice/core';
 import {
   createLogger,
   createMetrics,
@@ -26,8 +34,9 @@ import {
   type MetricsServer,
 } from '@sluice/telemetry';
 import type { GovernorConfig } from './config.js';
-import { encodeDecision, normalDecision } from './decision.js';
+import { createDecisionMaker } from './decision-maker.js';
 import { writeDecisionFenced } from './fenced-write.js';
+import { ExecutorReports } from './signals/executor-reports.js';
 import { GOVERNOR_ROLE } from './leader-epoch.js';
 import { startTenure, type Tenure } from './tenure.js';
 
@@ -73,11 +82,50 @@ export async function startGovernor(config: GovernorConfig, log?: Logger): Promi
   let lease: Lease | undefined;
   let metricsServer: MetricsServer | undefined;
   let tenure: Tenure | undefined;
+  let reportSubscription: Subscription | undefined;
+  const metrics = createMetrics();
+  // Reports older than three governor intervals (at least 3 s) belong to a dead executor.
+  const reports = new ExecutorReports(
+    config.SLUICE_GOVERNOR_WINDOW_MS,
+    Math.max(3_000, 3 * config.SLUICE_GOVERNOR_INTERVAL_MS),
+  );
+  const breaker = {
+    ...DEFAULT_BREAKER,
+    windowMs: config.SLUICE_BREAKER_WINDOW_MS,
+    minCalls: config.SLUICE_BREAKER_MIN_CALLS,
+    failureRate: config.SLUICE_BREAKER_FAILURE_PERCENT / 100,
+    consecutiveFailures: config.SLUICE_BREAKER_CONSECUTIVE_FAILURES,
+    coolDownMs: config.SLUICE_BREAKER_COOL_DOWN_MS,
+    probes: config.SLUICE_BREAKER_PROBES,
+    successesToClose: config.SLUICE_BREAKER_SUCCESSES_TO_CLOSE,
+    probeTimeoutMs: Math.max(config.SLUICE_BREAKER_COOL_DOWN_MS, 60_000),
+  };
   try {
     const conn = await connectNats({ url: config.NATS_URL, name: `governor-${process.pid}` });
     nc = conn;
     const catalog = createBusCatalog(config.SLUICE_PREFIX);
     const buckets = await openKvBuckets(conn, catalog, { leaseTtlMs: config.SLUICE_LEASE_TTL_MS });
+    reportSubscription = conn.subscribe(catalog.subjects.executorReports, {
+      callback: (error, message) => {
+        if (error) return logger.warn({ err: error }, 'executor report subscription failed');
+        try {
+          reports.add(decodeExecutorReport(message.data), Date.now());
+        } catch (decodeError) {
+          logger.warn({ err: decodeError }, 'ignored a malformed executor report');
+        }
+      },
+    });
+    /** The readings of the decision in KV, so a new leader resumes the levels it finds there. */
+    const previousReadings = async (): Promise<readonly SignalReading[]> => {
+      try {
+        const entry = await buckets.governor.get(DECISIONS_KEY);
+        if (entry === null || entry.operation !== 'PUT') return [];
+        return decodeDecision(entry.value).signals ?? [];
+      } catch (error) {
+        logger.warn({ err: error }, 'could not read the previous decision; levels start at normal');
+        return [];
+      }
+    };
 
     lease = createLease({
       kv: buckets.leases,
@@ -86,12 +134,27 @@ export async function startGovernor(config: GovernorConfig, log?: Logger): Promi
       ttlMs: config.SLUICE_LEASE_TTL_MS,
       onAcquired: (revision) => {
         logger.debug({ lease_revision: revision }, 'governor lease won; taking a leader epoch');
+        let maker: ReturnType<typeof createDecisionMaker> | undefined;
         tenure = startTenure({
           holder,
           leaseRevision: revision,
           intervalMs: config.SLUICE_GOVERNOR_INTERVAL_MS,
           advanceEpoch: () => advanceLeaderEpoch(database.db, GOVERNOR_ROLE, holder),
-          decide: (epoch) => normalDecision(epoch, holder),
+          decide: async (epoch) => {
+            maker ??= createDecisionMaker({
+              db: database.db,
+              reports,
+              thresholds: config.SLUICE_GOVERNOR_THRESHOLDS,
+              breaker,
+              windowMs: config.SLUICE_GOVERNOR_WINDOW_MS,
+              retryAfterBaseMs: config.SLUICE_GOVERNOR_RETRY_AFTER_MS,
+              holder,
+              metrics,
+              log: logger,
+              previous: await previousReadings(),
+            });
+            return maker.decide(epoch);
+          },
           write: (decision) => writeDecisionFenced(buckets.governor, decision),
           announce: (decision) =>
             conn.publish(catalog.subjects.governorDecisions, encodeDecision(decision)),
@@ -112,17 +175,18 @@ export async function startGovernor(config: GovernorConfig, log?: Logger): Promi
 
     metricsServer = await startMetricsServer({
       port: config.SLUICE_METRICS_PORT,
-      registry: createMetrics().registry,
+      registry: metrics.registry,
     });
     logger.info({ holder, metrics_port: metricsServer.port }, 'governor started');
   } catch (error) {
+    reportSubscription?.unsubscribe();
     await lease?.stop();
     if (nc) await closeNats(nc);
     await database.close();
     throw error;
   }
 
-  const started = { nc, lease, metricsServer };
+  const started = { nc, lease, metricsServer, reportSubscription };
   let stopping: Promise<void> | undefined;
   return {
     holder,
@@ -132,6 +196,7 @@ export async function startGovernor(config: GovernorConfig, log?: Logger): Promi
     stop: () =>
       (stopping ??= (async () => {
         logger.info('governor stopping');
+        started.reportSubscription.unsubscribe();
         await started.lease.stop();
         await started.metricsServer.stop();
         await closeNats(started.nc);

@@ -8,8 +8,8 @@
  */
 import { JetStreamApiError } from '@nats-io/jetstream';
 import type { KV } from '@nats-io/kv';
-import { DECISIONS_KEY, decodeDecision, encodeDecision } from './decision.js';
-import type { GovernorDecision } from './decision.js';
+import { DECISIONS_KEY, decodeDecision, encodeDecision } from '@sluice/bus';
+import type { GovernorDecision } from '@sluice/bus';
 
 /** What the key held before a write. */
 export type PreviousDecision =

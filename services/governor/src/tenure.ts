@@ -7,7 +7,7 @@
  */
 import { setTimeout as delay } from 'node:timers/promises';
 import type { Logger } from '@sluice/telemetry';
-import type { GovernorDecision } from './decision.js';
+import type { GovernorDecision } from '@sluice/bus';
 import type { FencedWriteOutcome } from './fenced-write.js';
 
 /** What a tenure needs; functions rather than clients, so each concern stays where it belongs. */
@@ -20,8 +20,11 @@ export interface TenureDeps {
   readonly intervalMs: number;
   /** Takes the next leader epoch (Postgres). */
   advanceEpoch(): Promise<number>;
-  /** The decision to publish now. */
-  decide(epoch: number): GovernorDecision;
+  /**
+   * The decision to publish now; `undefined` when a write fenced by `epoch` (breaker states in
+   * Postgres) was refused because a newer leader exists.
+   */
+  decide(epoch: number): Promise<GovernorDecision | undefined>;
   /** Writes the decision to KV unless a newer epoch is there. */
   write(decision: GovernorDecision): Promise<FencedWriteOutcome>;
   /** Announces a written decision to subscribers (core NATS; fire and forget). */
@@ -81,7 +84,13 @@ export function startTenure(deps: TenureDeps): Tenure {
 
   /** Publishes once; returns false when the tenure must end (deposed). */
   const publish = async (ours: number): Promise<boolean> => {
-    const decision = deps.decide(ours);
+    const decision = await deps.decide(ours);
+    if (signal.aborted) return false;
+    if (decision === undefined) {
+      deposed = true;
+      log.error({ epoch: ours }, 'governor deposed: Postgres holds a newer leader epoch');
+      return false;
+    }
     const outcome = await deps.write(decision);
     // A stop that came while the write was in flight: the write may have landed, but nothing more
     // may be done in this tenure's name.

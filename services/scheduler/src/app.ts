@@ -20,6 +20,8 @@ import {
   ensureDeadLetterConsumer,
   ensureTopology,
   openKvBuckets,
+  startDecisionView,
+  type DecisionView,
   type Lease,
   type TopologyRepair,
 } from '@sluice/bus';
@@ -43,6 +45,7 @@ import { createRetryBudgetLedger } from './retry-budget-ledger.js';
 import { startRetention } from './retention.js';
 import { settleBatch } from './settler.js';
 import { fireTimerBatch } from './timer-firer.js';
+import { createGovernedAdmission } from './governed-admission.js';
 
 /** A started scheduler. */
 export interface Scheduler {
@@ -84,6 +87,7 @@ export async function startScheduler(config: SchedulerConfig, log?: Logger): Pro
   let advisories: BatchLoop | undefined;
   let metricsServer: MetricsServer | undefined;
   let eventsListener: { unlisten(): Promise<void> } | undefined;
+  let decisions: DecisionView | undefined;
   try {
     // A const for the closures below (nc itself stays assignable for the cleanup on failure).
     const connection = await connectNats({
@@ -123,6 +127,29 @@ export async function startScheduler(config: SchedulerConfig, log?: Logger): Pro
       batchSize: config.SLUICE_SCHEDULER_BATCH,
     };
 
+    const { leases, governor: governorBucket } = await openKvBuckets(nc, catalog, {
+      leaseTtlMs: config.SLUICE_LEASE_TTL_MS,
+    });
+    // Holds, throttles, limits and open breakers come from the governor's live decision; a new
+    // decision wakes the dispatcher, so a released hold is admitted at once.
+    let wakeDispatcher = (): void => undefined;
+    decisions = await startDecisionView({
+      nc,
+      kv: governorBucket,
+      subject: catalog.subjects.governorDecisions,
+      staleAfterMs: config.SLUICE_DECISION_STALE_MS,
+      onChange: () => wakeDispatcher(),
+      log: logger,
+    });
+    const admission = createGovernedAdmission({
+      base: {
+        defaultResourceLimit: config.SLUICE_DEFAULT_RESOURCE_LIMIT,
+        agingMs: config.SLUICE_PRIORITY_AGING_MS,
+      },
+      view: decisions,
+      throttlePerSecond: config.SLUICE_THROTTLE_STEPS_PER_SECOND,
+      metrics,
+    });
     const dispatcher = startBatchLoop({
       name: 'dispatch',
       pollMs: config.SLUICE_SCHEDULER_POLL_MS,
@@ -132,10 +159,8 @@ export async function startScheduler(config: SchedulerConfig, log?: Logger): Pro
           ...common,
           js,
           catalog,
-          admission: {
-            defaultResourceLimit: config.SLUICE_DEFAULT_RESOURCE_LIMIT,
-            agingMs: config.SLUICE_PRIORITY_AGING_MS,
-          },
+          admission: () => admission.settings(),
+          onClaimed: (steps) => admission.claimed(steps),
           onPublishFailed: noticeBusError('dispatch'),
         }),
     });
@@ -168,6 +193,7 @@ export async function startScheduler(config: SchedulerConfig, log?: Logger): Pro
       log: logger,
       runBatch: () => fireTimerBatch({ ...common, onStepsReady: () => dispatcher.wake() }),
     });
+    wakeDispatcher = () => dispatcher.wake();
     loops.push(dispatcher, applier, timers);
 
     subscriptions.push(
@@ -184,7 +210,6 @@ export async function startScheduler(config: SchedulerConfig, log?: Logger): Pro
     // Every committed batch of task events notifies this channel, whoever wrote it.
     eventsListener = await database.sql.listen(TASK_EVENTS_CHANNEL, () => relay?.wake());
 
-    const { leases } = await openKvBuckets(nc, catalog, { leaseTtlMs: config.SLUICE_LEASE_TTL_MS });
     const holderId = `scheduler-${hostname()}-${process.pid}-${randomUUID().slice(0, 8)}`;
     lease = createLease({
       kv: leases,
@@ -315,6 +340,7 @@ export async function startScheduler(config: SchedulerConfig, log?: Logger): Pro
       'scheduler started',
     );
   } catch (error) {
+    decisions?.stop();
     await topologyRepair?.stop();
     await Promise.allSettled(loops.map((loop) => loop.stop()));
     await eventsListener?.unlisten();
@@ -337,6 +363,7 @@ export async function startScheduler(config: SchedulerConfig, log?: Logger): Pro
     async stop() {
       logger.info('scheduler stopping');
       for (const subscription of subscriptions) subscription.unsubscribe();
+      decisions?.stop();
       await started.eventsListener.unlisten();
       await retentionLease?.stop();
       await started.deadLetterLease.stop();

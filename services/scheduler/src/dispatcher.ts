@@ -36,17 +36,24 @@ export interface DispatcherDeps {
   readonly log: Logger;
   readonly metrics: Metrics;
   readonly batchSize: number;
-  /** Limits and aging of admission ({@link DEFAULT_ADMISSION} when left out). */
-  readonly admission?: AdmissionSettings;
+  /**
+   * Limits and aging of admission ({@link DEFAULT_ADMISSION} when left out), or a function giving
+   * the settings of each claim (the governor's decision changes them).
+   */
+  readonly admission?: AdmissionSettings | (() => AdmissionSettings);
+  /** Sees every batch claimed (the governor's throttles are charged with it). */
+  readonly onClaimed?: (steps: readonly ClaimedStep[]) => void;
   /** Sees each failed publication (a missing stream must be recreated before any can succeed). */
   readonly onPublishFailed?: (error: unknown) => void;
 }
 
 /** Claims and publishes one batch; returns true when the batch was full (more may be ready). */
 export async function dispatchBatch(deps: DispatcherDeps): Promise<boolean> {
-  const admission = deps.admission ?? DEFAULT_ADMISSION;
+  const admission =
+    typeof deps.admission === 'function' ? deps.admission() : (deps.admission ?? DEFAULT_ADMISSION);
   const claimed = await deps.db.transaction((tx) => claimReadySteps(tx, deps.batchSize, admission));
   if (claimed.length === 0) return false;
+  deps.onClaimed?.(claimed);
   const results = await Promise.allSettled(claimed.map((step) => publish(deps, step)));
   const published: Array<{ stepId: number; dispatch: number; publishSeq: number }> = [];
   const failed: Array<{ stepId: number; dispatch: number }> = [];

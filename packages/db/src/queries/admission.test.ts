@@ -271,3 +271,91 @@ describe('admission order', () => {
     assert.ok(old);
   });
 });
+
+describe('governed admission', () => {
+  it('admits nothing of a held priority, even aged, and the rest as usual', async () => {
+    const resource = 'gov:hold';
+    const p3 = await makeSteps(resource, 'acme', 3, 2, 10 * settings.agingMs);
+    const p2 = await makeSteps(resource, 'acme', 2, 2);
+    const p0 = await makeSteps(resource, 'acme', 0, 1);
+    const claimed = await claim(10, { ...settings, heldPriorities: [2, 3] });
+    assert.deepEqual(
+      claimed.map((c) => c.id),
+      p0,
+      'only P0 is admitted; P3 aged to P0 stays held',
+    );
+    const released = await claim(10, settings);
+    assert.deepEqual(
+      released.map((c) => c.id).sort((a, b) => a - b),
+      [...p3, ...p2].sort((a, b) => a - b),
+    );
+    await finish([...p0, ...p2, ...p3]);
+  });
+
+  it('admits nothing on a closed resource and keeps the governor limit below the configured one', async () => {
+    const open = 'tool:gov-open';
+    const limited = 'tool:gov-limited';
+    const held = await makeSteps(open, 'acme', 1, 3);
+    const ids = await makeSteps(limited, 'acme', 1, 5);
+    await setResourceLimit(handle.db, limited, 4);
+    const first = await claim(10, {
+      ...settings,
+      closedResources: [open],
+      resourceLimits: { [limited]: 2, unrelated: 0 },
+    });
+    assert.deepEqual(
+      countBy(first, (c) => c.resource),
+      { [limited]: 2 },
+    );
+    // A governor limit above the configured one does not raise it.
+    const second = await claim(10, {
+      ...settings,
+      closedResources: [open],
+      resourceLimits: { [limited]: 100 },
+    });
+    assert.deepEqual(
+      countBy(second, (c) => c.resource),
+      { [limited]: 2 },
+    );
+    const reopened = await claim(10, settings);
+    assert.deepEqual(
+      countBy(reopened, (c) => c.resource),
+      { [open]: 3 },
+    );
+    await finish([...held, ...ids]);
+  });
+
+  it('caps a throttled priority per claim and fills the rest with others', async () => {
+    const resource = 'gov:throttle';
+    const p3 = await makeSteps(resource, 'acme', 3, 6);
+    const p1 = await makeSteps(resource, 'globex', 1, 2);
+    const claimed = await claim(10, { ...settings, priorityCaps: { 3: 2 } });
+    assert.deepEqual(
+      countBy(claimed, (c) => `P${c.priority}`),
+      { P1: 2, P3: 2 },
+    );
+    assert.deepEqual(
+      claimed.filter((c) => c.priority === 3).map((c) => c.id),
+      p3.slice(0, 2),
+      'the oldest P3 steps first',
+    );
+    const none = await claim(10, { ...settings, priorityCaps: { 3: 0 } });
+    assert.equal(none.length, 0);
+    await finish([...p3, ...p1]);
+  });
+});
+
+describe('aging and fairness', () => {
+  it('lifts a priority class as a whole: an older flood does not outrank another tenant', async () => {
+    const resource = 'aging:fair';
+    await setResourceLimit(handle.db, resource, 4);
+    const flood = await makeSteps(resource, 'acme', 2, 8, 5 * settings.agingMs);
+    const fresh = await makeSteps(resource, 'globex', 2, 4);
+    const claimed = await claim(10);
+    assert.deepEqual(
+      countBy(claimed, (c) => c.tenantId),
+      { acme: 2, globex: 2 },
+    );
+    await finish([...flood, ...fresh]);
+  });
+});

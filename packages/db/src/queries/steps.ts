@@ -27,12 +27,23 @@ export interface ClaimedStep {
   readonly traceParent: string | null;
 }
 
-/** How the claim admits: the default resource limit and the priority aging step. */
+/**
+ * How the claim admits: the configured default limit and aging, and what the governor decided
+ * (holds, throttles, its limits, open breakers).
+ */
 export interface AdmissionSettings {
   /** In-flight limit of a resource without a `resource_limits` row. */
   readonly defaultResourceLimit: number;
   /** A ready step gains one priority level per this many ms past its due time; 0: no aging. */
   readonly agingMs: number;
+  /** Priorities not admitted at all (a governor hold). Aging does not lift a hold. */
+  readonly heldPriorities?: readonly Priority[];
+  /** Resources admitting nothing (open circuit breakers). */
+  readonly closedResources?: readonly string[];
+  /** Limits by resource below the configured ones (adaptive, overrides, half-open probes). */
+  readonly resourceLimits?: Readonly<Record<string, number>>;
+  /** The most steps of a priority this one claim may admit (a governor throttle). */
+  readonly priorityCaps?: Readonly<Partial<Record<Priority, number>>>;
 }
 
 /** Admission as configured by default (the scheduler passes its own configuration). */
@@ -92,7 +103,10 @@ export async function claimReadySteps(
  * `position` is the tenant's in-flight count on the resource once this step is admitted too; a
  * step is admissible while `position <= cap`, and the resource admits the first `room` of them in
  * the order (effective priority, under floor first, position − floor, due time, id): water-filling
- * between tenants within a priority.
+ * between tenants within a priority. The effective priority is the class's (resource and priority)
+ * after aging by its oldest ready step, the same for every tenant in it. The governor's holds and
+ * open breakers leave groups out, its limits lower `room`, and its throttles cap how many steps of
+ * a priority one claim admits.
  */
 export function claimReadyStepsStatement(
   limit: number,
@@ -106,6 +120,33 @@ export function claimReadyStepsStatement(
           resources.map((resource) => sql`${resource}`),
           sql`, `,
         )})`;
+  const held = admission.heldPriorities ?? [];
+  const closed = admission.closedResources ?? [];
+  const notHeld =
+    held.length === 0
+      ? sql`true`
+      : sql`s.priority not in (${sql.join(
+          held.map((priority) => sql`${priority}::smallint`),
+          sql`, `,
+        )})`;
+  const notClosed =
+    closed.length === 0
+      ? sql`true`
+      : sql`s.resource not in (${sql.join(
+          closed.map((resource) => sql`${resource}`),
+          sql`, `,
+        )})`;
+  const governed = JSON.stringify(admission.resourceLimits ?? {});
+  const caps = Object.entries(admission.priorityCaps ?? {}).filter(
+    (entry): entry is [string, number] => entry[1] !== undefined,
+  );
+  const capOf =
+    caps.length === 0
+      ? sql`null::int`
+      : sql`case x.priority ${sql.join(
+          caps.map(([priority, cap]) => sql`when ${Number(priority)}::smallint then ${cap}::int`),
+          sql` `,
+        )} end`;
   const effective =
     admission.agingMs > 0
       ? sql`greatest(0, s.priority - floor(extract(epoch from now() - s.due_at) * 1000 / ${admission.agingMs}::numeric)::int)`
@@ -115,6 +156,7 @@ export function claimReadyStepsStatement(
       select distinct s.resource, s.tenant_id, s.priority
       from task_steps s
       where s.status = 'ready' and s.due_at <= now() and ${onlyResources}
+        and ${notHeld} and ${notClosed}
     ),
     in_flight as (
       select s.resource, s.tenant_id, count(*)::int as n
@@ -125,8 +167,10 @@ export function claimReadyStepsStatement(
     ),
     room as (
       select r.resource,
-        coalesce(l.max_in_flight, ${admission.defaultResourceLimit}::int)
-          - coalesce((select sum(f.n) from in_flight f where f.resource = r.resource), 0) as room
+        least(
+          coalesce(l.max_in_flight, ${admission.defaultResourceLimit}::int),
+          coalesce((${governed}::jsonb ->> r.resource)::int, 2147483647)
+        ) - coalesce((select sum(f.n) from in_flight f where f.resource = r.resource), 0) as room
       from (select distinct resource from groups) r
       left join resource_limits l on l.resource = r.resource
     ),
@@ -134,11 +178,11 @@ export function claimReadyStepsStatement(
     -- priority, older means at least as urgent after aging. So the claim reads at most that many
     -- per group from the index instead of the whole backlog.
     ready as (
-      select c.id, c.resource, c.tenant_id, c.due_at, c.effective
+      select c.id, c.resource, c.tenant_id, c.priority, c.due_at, c.effective
       from groups g
       join room on room.resource = g.resource and room.room > 0
       cross join lateral (
-        select s.id, s.resource, s.tenant_id, s.due_at, ${effective} as effective
+        select s.id, s.resource, s.tenant_id, s.priority, s.due_at, ${effective} as effective
         from task_steps s
         join tasks t on t.id = s.task_id
         where s.resource = g.resource
@@ -162,13 +206,21 @@ export function claimReadyStepsStatement(
       left join tenant_limits own on own.tenant_id = g.tenant_id and own.resource = g.resource
       left join tenant_limits any_ on any_.tenant_id = g.tenant_id and any_.resource = ${ANY_RESOURCE}
     ),
-    positioned as (
-      select r.id, r.resource, r.due_at, r.effective, sh.floor, sh.cap,
-        sh.in_flight + row_number() over (
-          partition by r.resource, r.tenant_id order by r.effective, r.due_at, r.id
-        ) as position
+    -- Aging lifts a whole priority class of a resource (to the level of its oldest ready step), not
+    -- single steps: within a class, tenants keep sharing by floor and share however old their
+    -- backlogs are, so a tenant's older flood cannot outrank another tenant's newer work.
+    classed as (
+      select r.*, min(r.effective) over (partition by r.resource, r.priority) as class_effective
       from ready r
-      join share sh on sh.resource = r.resource and sh.tenant_id = r.tenant_id
+    ),
+    positioned as (
+      select c.id, c.resource, c.priority, c.due_at, c.class_effective as effective,
+        sh.floor, sh.cap,
+        sh.in_flight + row_number() over (
+          partition by c.resource, c.tenant_id order by c.class_effective, c.due_at, c.id
+        ) as position
+      from classed c
+      join share sh on sh.resource = c.resource and sh.tenant_id = c.tenant_id
     ),
     ordered as (
       select p.*, row_number() over (
@@ -178,12 +230,21 @@ export function claimReadyStepsStatement(
       from positioned p
       where p.cap is null or p.position <= p.cap
     ),
-    chosen as (
-      select o.id
+    admitted as (
+      select o.*, row_number() over (
+          partition by o.priority
+          order by o.effective, (o.position <= o.floor) desc, o.position - o.floor, o.due_at, o.id
+        ) as priority_rank
       from ordered o
       join room on room.resource = o.resource
       where o.resource_rank <= room.room
-      order by o.effective, (o.position <= o.floor) desc, o.position - o.floor, o.due_at, o.id
+    ),
+    -- A throttled priority admits at most its cap in this claim, whatever room there is.
+    chosen as (
+      select x.id
+      from admitted x
+      where ${capOf} is null or x.priority_rank <= ${capOf}
+      order by x.effective, (x.position <= x.floor) desc, x.position - x.floor, x.due_at, x.id
       limit ${limit}
     ),
     claimable as (

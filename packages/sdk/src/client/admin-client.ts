@@ -1,10 +1,12 @@
 /**
- * A typed client of `sluice.v1.AdminService`: tenants, their API keys, and dead letters. It needs an admin key
+ * A typed client of `sluice.v1.AdminService`: tenants, their API keys, dead letters, and the
+ * governor's backpressure (what it decides, and overrides of it). It needs an admin key
  * (a tenant's ordinary key is refused with `PERMISSION_DENIED`). Failures are grpc-js
  * `ServiceError`s, as for the task client.
  */
 import {
   ADMIN_SERVICE_PROTO,
+  toDuration,
   type CreateApiKeyResponse,
   type CreateTenantResponse,
   type ListApiKeysResponse,
@@ -15,8 +17,49 @@ import {
   type PurgeDeadLettersResponse,
   type RedriveDeadLettersResponse,
   type RevokeApiKeyResponse,
+  type PressureLevel,
+  type BreakerStatus,
+  type OverrideKind,
+  type SignalReading,
+  type ResourceLimit,
+  type AdmissionBreaker,
+  type PressureDecision,
+  type BreakerTransition,
+  type Breaker,
+  type Override,
+  type GetPressureResponse,
+  type SetOverrideResponse,
+  type ClearOverrideResponse,
 } from '@sluice/api';
 import { connect, type ClientOptions } from './connection.js';
+
+export type {
+  PressureLevel,
+  BreakerStatus,
+  OverrideKind,
+  SignalReading,
+  ResourceLimit,
+  AdmissionBreaker,
+  PressureDecision,
+  BreakerTransition,
+  Breaker,
+  Override,
+  GetPressureResponse,
+  SetOverrideResponse,
+  ClearOverrideResponse,
+};
+
+/** What {@link AdminClient.setOverride} forces. */
+export interface OverrideParams {
+  readonly kind: OverrideKind;
+  /** A resource (breaker, limit) or a priority `0`…`3` (priority). */
+  readonly target: string;
+  /** `open`|`closed` (breaker), `hold`|`release` (priority), an integer ≥ 1 (limit). */
+  readonly value: string;
+  readonly reason: string;
+  /** How long it applies, in milliseconds; absent: until cleared. */
+  readonly ttlMs?: number;
+}
 
 /** Where the gateway is; `apiKey` must be an admin key. */
 export type AdminClientOptions = ClientOptions;
@@ -42,6 +85,12 @@ export interface AdminClient {
   redriveDeadLetters(ids: readonly string[]): Promise<RedriveDeadLettersResponse>;
   /** Deletes letters; the response names those that existed. */
   purgeDeadLetters(ids: readonly string[]): Promise<PurgeDeadLettersResponse>;
+  /** The governor's live decision (and whether it is stale), the breakers, the overrides. */
+  getPressure(): Promise<GetPressureResponse>;
+  /** Forces a breaker, a priority or a limit; replaces the active override of that target. */
+  setOverride(override: OverrideParams): Promise<SetOverrideResponse>;
+  /** Clears an active override (`NOT_FOUND` when none has this id). */
+  clearOverride(overrideId: string): Promise<ClearOverrideResponse>;
   close(): void;
 }
 
@@ -59,6 +108,16 @@ export function createAdminClient(options: AdminClientOptions): AdminClient {
     listDeadLetters: (request = {}) => unary('ListDeadLetters', request),
     redriveDeadLetters: (ids) => unary('RedriveDeadLetters', { dead_letter_ids: [...ids] }),
     purgeDeadLetters: (ids) => unary('PurgeDeadLetters', { dead_letter_ids: [...ids] }),
+    getPressure: () => unary('GetPressure', {}),
+    setOverride: ({ kind, target, value, reason, ttlMs }) =>
+      unary('SetOverride', {
+        kind,
+        target,
+        value,
+        reason,
+        ...(ttlMs === undefined ? {} : { ttl: toDuration(ttlMs) }),
+      }),
+    clearOverride: (overrideId) => unary('ClearOverride', { override_id: overrideId }),
     close,
   };
 }

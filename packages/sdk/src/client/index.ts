@@ -16,7 +16,15 @@
  * ```
  */
 export { createAdminClient } from './admin-client.js';
-export type { AdminClient, AdminClientOptions } from './admin-client.js';
+export type {
+  AdminClient,
+  AdminClientOptions,
+  Breaker,
+  GetPressureResponse,
+  Override,
+  OverrideParams,
+  PressureDecision,
+} from './admin-client.js';
 export { DEFAULT_CALL_TIMEOUT_MS, isServiceError } from './connection.js';
 export type { ClientOptions } from './connection.js';
 export { createTaskClient } from './task-client.js';

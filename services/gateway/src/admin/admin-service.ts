@@ -1,5 +1,6 @@
 /**
- * The business handlers of `sluice.v1.AdminService`: tenants, their API keys, and dead letters.
+ * The business handlers of `sluice.v1.AdminService`: tenants, their API keys, and dead letters;
+ * the backpressure RPCs are in `pressure.ts`.
  *
  * Every call first proves the caller holds an admin key (`admin-auth.ts`), then validates the
  * request, then makes one write at most, so a refused call changes nothing (a redrive writes
@@ -19,6 +20,7 @@ import {
   revokeApiKey,
   type Database,
 } from '@sluice/db';
+import type { KV } from '@nats-io/kv';
 import type { Logger } from '@sluice/telemetry';
 import { alreadyExists, failedPrecondition, invalidArgument, notFound } from '../grpc/index.js';
 import type { AdminServiceHandlers } from '../grpc/admin-service.js';
@@ -26,6 +28,7 @@ import { authenticateAdmin } from './admin-auth.js';
 import { decodeDeadLetterPageToken, encodeDeadLetterPageToken } from './dead-letter-page-token.js';
 import { describeDeadLetter, redriveDeadLetter } from './dead-letters.js';
 import { apiKeyToApi, tenantToApi } from './mapping.js';
+import { createPressureHandlers } from './pressure.js';
 import { decodeTenantPageToken, encodeTenantPageToken } from './tenant-page-token.js';
 
 /** What the handlers need. */
@@ -34,6 +37,10 @@ export interface AdminServiceDeps {
   readonly log: Logger;
   /** Tells the scheduler it has work (after a redrive queued steps). */
   readonly wakeScheduler: () => void;
+  /** The governor bucket (opened, not created: it may not exist yet), read by `GetPressure`. */
+  readonly governorKv: KV;
+  /** Age after which `GetPressure` calls the governor's decision stale (default 10 s). */
+  readonly decisionStaleMs?: number;
 }
 
 /** Longest accepted display name, in characters (code points). */
@@ -54,6 +61,13 @@ export function createAdminService(deps: AdminServiceDeps): AdminServiceHandlers
   const { db, log } = deps;
 
   return {
+    ...createPressureHandlers({
+      db,
+      log,
+      governorKv: deps.governorKv,
+      ...(deps.decisionStaleMs === undefined ? {} : { decisionStaleMs: deps.decisionStaleMs }),
+    }),
+
     async CreateTenant(call) {
       const caller = await authenticateAdmin(db, call.metadata);
       const { tenant_id: tenantId, display_name: displayName } = call.request;

@@ -18,6 +18,12 @@ import type {
   RedriveDeadLettersResponse,
   RevokeApiKeyRequest,
   RevokeApiKeyResponse,
+  ClearOverrideRequest,
+  ClearOverrideResponse,
+  GetPressureRequest,
+  GetPressureResponse,
+  SetOverrideRequest,
+  SetOverrideResponse,
 } from '@sluice/api';
 import type { UnaryMethod } from './handler-adapter.js';
 
@@ -38,6 +44,9 @@ export interface AdminServiceHandlers {
   ListDeadLetters: UnaryMethod<ListDeadLettersRequest, ListDeadLettersResponse>;
   RedriveDeadLetters: UnaryMethod<RedriveDeadLettersRequest, RedriveDeadLettersResponse>;
   PurgeDeadLetters: UnaryMethod<PurgeDeadLettersRequest, PurgeDeadLettersResponse>;
+  GetPressure: UnaryMethod<GetPressureRequest, GetPressureResponse>;
+  SetOverride: UnaryMethod<SetOverrideRequest, SetOverrideResponse>;
+  ClearOverride: UnaryMethod<ClearOverrideRequest, ClearOverrideResponse>;
 }
 
 /** The name of an `AdminService` RPC. */
@@ -53,4 +62,7 @@ export const ADMIN_SERVICE_METHOD_KINDS = {
   ListDeadLetters: 'unary',
   RedriveDeadLetters: 'unary',
   PurgeDeadLetters: 'unary',
+  GetPressure: 'unary',
+  SetOverride: 'unary',
+  ClearOverride: 'unary',
 } as const satisfies Record<AdminServiceMethodName, 'unary' | 'server_streaming'>;

@@ -226,6 +226,9 @@ function adminServiceImplementation(
     ListDeadLetters: unary('ListDeadLetters', handlers.ListDeadLetters),
     RedriveDeadLetters: unary('RedriveDeadLetters', handlers.RedriveDeadLetters),
     PurgeDeadLetters: unary('PurgeDeadLetters', handlers.PurgeDeadLetters),
+    GetPressure: unary('GetPressure', handlers.GetPressure),
+    SetOverride: unary('SetOverride', handlers.SetOverride),
+    ClearOverride: unary('ClearOverride', handlers.ClearOverride),
   } satisfies Record<keyof AdminServiceHandlers, unknown>;
 }
 

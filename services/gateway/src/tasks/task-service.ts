@@ -5,7 +5,7 @@
  */
 import type { Metadata, ServerWritableStream } from '@grpc/grpc-js';
 import type { NatsConnection } from '@nats-io/transport-node';
-import { encodeMessage, type BusCatalog } from '@sluice/bus';
+import { encodeMessage, listsPriority, type BusCatalog, type DecisionView } from '@sluice/bus';
 import { isFinalStatus, isSluiceError, isTaskStatus, taskTypeProblem } from '@sluice/core';
 import {
   findKeyOwner,
@@ -39,6 +39,7 @@ import {
   isGrpcError,
   notFound,
   readBearerKey,
+  resourceExhausted,
   unauthenticated,
   type TaskServiceHandlers,
 } from '../grpc/index.js';
@@ -82,6 +83,8 @@ export interface TaskServiceDeps {
   readonly watchRecheckMs: number;
   /** Test-only crash points (`SLUICE_FAULT_INJECTION`); inert unless a fault is set. */
   readonly faultInjection?: FaultInjection;
+  /** The governor's live decision (which priorities `CreateTask` rejects now). */
+  readonly decisions?: DecisionView;
 }
 
 /** Longest accepted approval comment. */
@@ -161,6 +164,16 @@ export function createTaskService(deps: TaskServiceDeps): Partial<TaskServiceHan
       if (!taskType) throw invalidArgument('type', `unknown task type "${request.type}"`);
       const inputError = validators.check(taskType, input);
       if (inputError) throw inputError;
+      // Shed before anything is written: a rejected create leaves nothing behind, and the same
+      // call (same idempotency key) after the delay creates the task once.
+      const decision = deps.decisions?.current();
+      if (decision && listsPriority(decision.reject, priority)) {
+        deps.metrics.admissionRejections.inc({ priority: `P${priority}` });
+        throw resourceExhausted(
+          `Sluice is shedding P${priority} work under load (${decision.reasons[0] ?? decision.level}); retry later`,
+          decision.retry_after_ms || 1_000,
+        );
+      }
 
       const attributes = {
         [ATTR_TENANT]: tenantId,

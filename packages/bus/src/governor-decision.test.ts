@@ -7,10 +7,11 @@ import {
   encodeDecision,
   MAX_DECISION_BYTES,
   NO_SIGNALS_REASON,
+  NOTHING_DECIDED,
   normalDecision,
   parseDecision,
   type GovernorDecision,
-} from './decision.js';
+} from './governor-decision.js';
 
 const encoder = new TextEncoder();
 const bytes = (value: unknown): Uint8Array => encoder.encode(JSON.stringify(value));
@@ -23,6 +24,12 @@ const valid: GovernorDecision = {
   reject: [3],
   decided_at: '2025-01-02T03:04:05.000Z',
   reasons: ['queue depth of P3 above 10000'],
+  retry_after_ms: 5_000,
+  throttle: [3],
+  degrade: [2, 3],
+  limits: { llm: 12, 'tool:search': 1 },
+  breakers: { 'tool:search': 'half_open', 'mcp:files': 'open' },
+  signals: [{ signal: 'queue_depth', scope: 'all', value: 12_000, level: 'reject' }],
 };
 
 function assertInvalid(fn: () => unknown, field: string): void {
@@ -45,6 +52,7 @@ describe('normalDecision', () => {
       reject: [],
       decided_at: '2025-06-01T12:00:00.000Z',
       reasons: [NO_SIGNALS_REASON],
+      ...NOTHING_DECIDED,
     });
   });
 });
@@ -54,6 +62,12 @@ describe('encodeDecision / decodeDecision', () => {
     assert.deepEqual(decodeDecision(encodeDecision(valid)), valid);
     const normal = normalDecision(1, 'g');
     assert.deepEqual(decodeDecision(encodeDecision(normal)), normal);
+  });
+
+  it('reads a first-version document (no optional fields) as deciding nothing more', () => {
+    const { epoch, holder, level, holds, reject, decided_at, reasons } = valid;
+    const first = { epoch, holder, level, holds, reject, decided_at, reasons };
+    assert.deepEqual(decodeDecision(bytes(first)), { ...first, ...NOTHING_DECIDED });
   });
 
   it('drops unknown fields and normalises priority sets', () => {
@@ -94,6 +108,19 @@ describe('encodeDecision / decodeDecision', () => {
     ['reasons', [1]],
     ['reasons', ['r'.repeat(501)]],
     ['reasons', Array.from({ length: 33 }, () => 'r')],
+    ['retry_after_ms', -1],
+    ['retry_after_ms', 1.5],
+    ['throttle', [7]],
+    ['degrade', 'P3'],
+    ['limits', { llm: -1 }],
+    ['limits', { llm: '3' }],
+    ['limits', { 'no spaces': 3 }],
+    ['limits', [3]],
+    ['breakers', { 'tool:x': 'closed' }],
+    ['breakers', { 'tool:x': 'open', 'Bad Name': 'open' }],
+    ['signals', [{ signal: 'x', scope: 'all', value: Number.NaN, level: 'normal' }]],
+    ['signals', [{ signal: '', scope: 'all', value: 1, level: 'normal' }]],
+    ['signals', {}],
   ];
   for (const [field, value] of badFields) {
     it(`refuses ${field} = ${JSON.stringify(value)?.slice(0, 30) ?? 'undefined'}`, () => {

@@ -1,0 +1,107 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { HttpStatusError } from '@sluice/sdk';
+import { startFakeLlmServer } from '../../../test/support/fake-llm-server.js';
+import { DEFAULT_COMPLETION_TOKENS, createLlmClient, estimateTokens } from './llm-client.js';
+import { createLlmGate, type LlmGateOptions } from './llm-gate.js';
+
+const KEY = 'sk-client';
+const GATE: LlmGateOptions = {
+  minConcurrency: 1,
+  maxConcurrency: 8,
+  initialConcurrency: 4,
+  backoffRatio: 0.9,
+};
+const MESSAGES = [{ role: 'user', content: 'Backpressure keeps queues short.' }] as const;
+
+describe('LLM client', () => {
+  it('answers a completion without a gate', async () => {
+    await using llm = await startFakeLlmServer({ apiKey: KEY });
+    const client = createLlmClient(
+      { baseUrl: `${llm.baseUrl}/`, apiKey: KEY, model: 'gpt-test' },
+      new AbortController().signal,
+    );
+    const answer = await client.chat({ messages: MESSAGES });
+    assert.deepEqual(answer, {
+      content: 'Summary: Backpressure keeps queues short.',
+      model: 'gpt-test',
+      usage: { promptTokens: 4, completionTokens: 5 },
+    });
+  });
+
+  it('goes through the gate and reports how the call ended', async () => {
+    await using llm = await startFakeLlmServer({ apiKey: KEY });
+    const gate = createLlmGate(GATE);
+    const client = createLlmClient(
+      { baseUrl: llm.baseUrl, apiKey: KEY, model: 'gpt-test' },
+      new AbortController().signal,
+      gate,
+    );
+    await client.chat({ messages: MESSAGES });
+    llm.failNext({ status: 429, retryAfterSeconds: 0 }, { status: 500 });
+    // A 429 fails the call as before (the step is retried by class), with no retry in here.
+    const limited = await client.chat({ messages: MESSAGES }).catch((error: unknown) => error);
+    assert.ok(limited instanceof HttpStatusError);
+    assert.equal(limited.status, 429);
+    assert.equal(limited.retryAfterMs, 0);
+    await assert.rejects(client.chat({ messages: MESSAGES }), { status: 500 });
+    assert.equal(llm.stats().calls, 3);
+    assert.deepEqual(
+      { ...gate.snapshot(), latencyP95Ms: undefined },
+      {
+        // The 429 came with one call in flight: the limit backs off from that, not from 4.
+        limit: 1,
+        inFlight: 0,
+        waiting: 0,
+        calls: 3,
+        rateLimited: 1,
+        succeeded: 1,
+        failed: 1,
+        latencyP95Ms: undefined,
+      },
+    );
+    gate.close();
+  });
+
+  it('gives the unused part of its token estimate back', async () => {
+    await using llm = await startFakeLlmServer({ apiKey: KEY });
+    const tokensPerMinute = 2 * DEFAULT_COMPLETION_TOKENS;
+    const gate = createLlmGate({ ...GATE, tokensPerMinute });
+    const client = createLlmClient(
+      { baseUrl: llm.baseUrl, apiKey: KEY, model: 'gpt-test' },
+      new AbortController().signal,
+      gate,
+    );
+    await client.chat({ messages: MESSAGES }); // charged ~1,010 tokens up front, used 9
+    // Without the correction this would wait about half a minute for the refill.
+    const permit = gate.acquire({ estimatedTokens: tokensPerMinute - 100 });
+    assert.equal(gate.snapshot().waiting, 0);
+    (await permit).release({ ok: true, status: 200, latencyMs: 1 });
+    gate.close();
+  });
+
+  it('an abort while waiting at the gate rejects with its reason and sends nothing', async () => {
+    await using llm = await startFakeLlmServer({ apiKey: KEY });
+    const gate = createLlmGate({ ...GATE, requestsPerMinute: 1 });
+    const options = { baseUrl: llm.baseUrl, apiKey: KEY, model: 'gpt-test' };
+    await createLlmClient(options, new AbortController().signal, gate).chat({ messages: MESSAGES });
+    const controller = new AbortController();
+    const waiting = createLlmClient(options, controller.signal, gate).chat({ messages: MESSAGES });
+    const reason = new Error('task cancelled');
+    controller.abort(reason);
+    await assert.rejects(waiting, (error) => error === reason);
+    assert.equal(llm.stats().calls, 1);
+    assert.deepEqual(
+      { calls: gate.snapshot().calls, inFlight: gate.snapshot().inFlight },
+      { calls: 1, inFlight: 0 },
+    );
+    gate.close();
+  });
+
+  it('estimates tokens from the prompt and the declared or default completion', () => {
+    const messages = [{ role: 'user', content: 'x'.repeat(400) }] as const;
+    assert.equal(estimateTokens({ messages }), 100 + DEFAULT_COMPLETION_TOKENS);
+    assert.equal(estimateTokens({ messages, maxTokens: 50 }), 150);
+    assert.equal(estimateTokens({ messages, maxTokens: 0 }), 100 + DEFAULT_COMPLETION_TOKENS);
+  });
+});

@@ -1,0 +1,347 @@
+import assert from 'node:assert/strict';
+import { afterEach, beforeEach, describe, it, mock } from 'node:test';
+import { startFakeLlmServer, type FakeLlmStats } from '../../../test/support/fake-llm-server.js';
+import { createLlmClient } from './llm-client.js';
+import {
+  createLlmGate,
+  duration,
+  readHeaders,
+  type LlmCallResult,
+  type LlmGateOptions,
+  type LlmPermit,
+} from './llm-gate.js';
+
+const FIXED: LlmGateOptions = {
+  minConcurrency: 1,
+  maxConcurrency: 64,
+  initialConcurrency: 8,
+  backoffRatio: 0.9,
+};
+const OK: LlmCallResult = { ok: true, status: 200, latencyMs: 10 };
+
+/** Lets resolved promises run their callbacks (setImmediate is not faked). */
+const settle = () => new Promise<void>((resolve) => setImmediate(resolve));
+
+/** A promise whose settlement can be read synchronously. */
+function track<T>(promise: Promise<T>): {
+  state: 'pending' | 'resolved' | 'rejected';
+  value?: T;
+  reason?: unknown;
+} {
+  const tracked: { state: 'pending' | 'resolved' | 'rejected'; value?: T; reason?: unknown } = {
+    state: 'pending',
+  };
+  promise.then(
+    (value) => Object.assign(tracked, { state: 'resolved', value }),
+    (reason: unknown) => Object.assign(tracked, { state: 'rejected', reason }),
+  );
+  return tracked;
+}
+
+describe('LLM gate (fake time)', () => {
+  beforeEach(() => mock.timers.enable({ apis: ['setTimeout', 'Date'], now: 1_000_000 }));
+  afterEach(() => mock.timers.reset());
+
+  it('admits only what the token bucket covers, in order, and wakes at the refill time', async () => {
+    // 600 tokens a minute: 10 a second.
+    const gate = createLlmGate({ ...FIXED, tokensPerMinute: 600 });
+    const first = await gate.acquire({ estimatedTokens: 300 });
+    await gate.acquire({ estimatedTokens: 300 });
+    const third = track(gate.acquire({ estimatedTokens: 300 }));
+    // Small, but behind the third: first come, first served.
+    const fourth = track(gate.acquire({ estimatedTokens: 10 }));
+    await settle();
+    assert.equal(third.state, 'pending');
+    assert.equal(fourth.state, 'pending');
+    assert.deepEqual(
+      { inFlight: gate.snapshot().inFlight, waiting: gate.snapshot().waiting },
+      { inFlight: 2, waiting: 2 },
+    );
+
+    mock.timers.tick(29_999);
+    await settle();
+    assert.equal(third.state, 'pending', 'admitted before the bucket held 300 tokens');
+    mock.timers.tick(1);
+    await settle();
+    assert.equal(third.state, 'resolved');
+    assert.equal(fourth.state, 'pending');
+
+    // The first call used only 50 of its 300: the rest comes back and admits the fourth at once.
+    first.release({ ...OK, usageTokens: 50 });
+    await settle();
+    assert.equal(fourth.state, 'resolved');
+    assert.deepEqual(gate.snapshot().calls, 4);
+    gate.close();
+  });
+
+  it('limits requests per minute the same way', async () => {
+    const gate = createLlmGate({ ...FIXED, requestsPerMinute: 2 });
+    await gate.acquire({ estimatedTokens: 1 });
+    await gate.acquire({ estimatedTokens: 1 });
+    const third = track(gate.acquire({ estimatedTokens: 1 }));
+    mock.timers.tick(29_999);
+    await settle();
+    assert.equal(third.state, 'pending');
+    mock.timers.tick(1);
+    await settle();
+    assert.equal(third.state, 'resolved');
+    gate.close();
+  });
+
+  it('starts no call before a 429’s retry-after, nor before an exhausted limit resets', async () => {
+    const gate = createLlmGate(FIXED);
+    (await gate.acquire({ estimatedTokens: 1 })).release({
+      ok: false,
+      status: 429,
+      latencyMs: 5,
+      headers: new Headers({ 'retry-after': '2' }),
+    });
+    const next = track(gate.acquire({ estimatedTokens: 1 }));
+    mock.timers.tick(1_999);
+    await settle();
+    assert.equal(next.state, 'pending');
+    mock.timers.tick(1);
+    await settle();
+    assert.equal(next.state, 'resolved');
+
+    next.value?.release({
+      ...OK,
+      headers: new Headers({
+        'x-ratelimit-remaining-requests': '0',
+        'x-ratelimit-reset-requests': '1.5s',
+      }),
+    });
+    const later = track(gate.acquire({ estimatedTokens: 1 }));
+    mock.timers.tick(1_499);
+    await settle();
+    assert.equal(later.state, 'pending');
+    mock.timers.tick(1);
+    await settle();
+    assert.equal(later.state, 'resolved');
+    gate.close();
+  });
+
+  it('grows by one after limit-many successes at full use, shrinks on a 429', async () => {
+    const gate = createLlmGate({ ...FIXED, initialConcurrency: 4 });
+    const acquire = () => gate.acquire({ estimatedTokens: 1 });
+    const permits: LlmPermit[] = [];
+    for (let i = 0; i < 4; i++) permits.push(await acquire());
+    const fifth = track(acquire());
+    await settle();
+    assert.equal(fifth.state, 'pending', 'a fifth call passed a limit of 4');
+    // Successes count only for calls that started with at least half the limit in flight: the
+    // first of the four started alone, so three count.
+    for (const permit of permits.splice(0)) permit.release(OK);
+    assert.equal(gate.snapshot().limit, 4);
+    await settle();
+    assert.equal(fifth.state, 'resolved');
+    // It took the slot the first freed, so it started with 4 in flight: the fourth that counts.
+    fifth.value?.release(OK);
+    assert.equal(gate.snapshot().limit, 5);
+    const alone = await acquire();
+    alone.release(OK); // started alone: no evidence either way
+
+    // 5 in flight, the last is a 429: the limit comes down from what was in flight (5 × 0.9 → 4).
+    for (let i = 0; i < 5; i++) permits.push(await acquire());
+    permits[4]?.release({ ok: false, status: 429, latencyMs: 1 });
+    assert.equal(gate.snapshot().limit, 4);
+    // 503 and 529 are pushback too, counted with 429s; a 400 or no answer is a failure, no drop.
+    permits[3]?.release({ ok: false, status: 529, latencyMs: 1 });
+    permits[2]?.release({ ok: false, status: 400, latencyMs: 1 });
+    permits[1]?.release({ ok: false, latencyMs: 1 });
+    permits[0]?.release(OK);
+    permits[0]?.release(OK); // twice: ignored
+    assert.deepEqual(
+      { ...gate.snapshot(), latencyP95Ms: undefined },
+      {
+        limit: 4,
+        inFlight: 0,
+        waiting: 0,
+        calls: 11,
+        rateLimited: 2,
+        succeeded: 7,
+        failed: 2,
+        latencyP95Ms: undefined,
+      },
+    );
+    assert.equal(gate.snapshot().latencyP95Ms, 10);
+    gate.close();
+  });
+
+  it('an abort while waiting rejects with its reason and frees nothing it did not take', async () => {
+    const gate = createLlmGate({
+      ...FIXED,
+      minConcurrency: 1,
+      maxConcurrency: 1,
+      initialConcurrency: 1,
+    });
+    const held = await gate.acquire({ estimatedTokens: 1 });
+    const controller = new AbortController();
+    const aborted = track(gate.acquire({ estimatedTokens: 1, signal: controller.signal }));
+    const behind = track(gate.acquire({ estimatedTokens: 1 }));
+    const reason = new Error('task cancelled');
+    controller.abort(reason);
+    await settle();
+    assert.equal(aborted.state, 'rejected');
+    assert.equal(aborted.reason, reason);
+    // The held permit is still the only one out: the call behind still waits.
+    assert.equal(behind.state, 'pending');
+    assert.deepEqual(
+      { inFlight: gate.snapshot().inFlight, waiting: gate.snapshot().waiting },
+      { inFlight: 1, waiting: 1 },
+    );
+    held.release(OK);
+    await settle();
+    assert.equal(behind.state, 'resolved');
+    assert.equal(gate.snapshot().calls, 2);
+
+    // Already aborted: rejected without queueing.
+    await assert.rejects(
+      gate.acquire({ estimatedTokens: 1, signal: AbortSignal.abort(reason) }),
+      (error) => error === reason,
+    );
+    assert.equal(gate.snapshot().calls, 2);
+    gate.close();
+  });
+
+  it('an aborted head waiting for tokens lets the next one in', async () => {
+    const gate = createLlmGate({ ...FIXED, tokensPerMinute: 600 });
+    await gate.acquire({ estimatedTokens: 590 });
+    const controller = new AbortController();
+    const big = track(gate.acquire({ estimatedTokens: 500, signal: controller.signal }));
+    const small = track(gate.acquire({ estimatedTokens: 10 }));
+    await settle();
+    assert.equal(small.state, 'pending');
+    controller.abort(new Error('step timed out'));
+    await settle();
+    assert.equal(big.state, 'rejected');
+    assert.equal(small.state, 'resolved');
+    gate.close();
+  });
+
+  it('close() rejects waiters and later calls', async () => {
+    const gate = createLlmGate({ ...FIXED, requestsPerMinute: 1 });
+    await gate.acquire({ estimatedTokens: 1 });
+    const waiting = gate.acquire({ estimatedTokens: 1 });
+    gate.close();
+    await assert.rejects(waiting, /closed/);
+    await assert.rejects(gate.acquire({ estimatedTokens: 1 }), /closed/);
+  });
+
+  it('refuses unusable options', () => {
+    for (const bad of [
+      { minConcurrency: 0 },
+      { maxConcurrency: 0 },
+      { initialConcurrency: 100 },
+      { backoffRatio: 1 },
+      { requestsPerMinute: 0 },
+      { tokensPerMinute: Number.NaN },
+      { decreaseIntervalMs: -1 },
+    ]) {
+      assert.throws(() => createLlmGate({ ...FIXED, ...bad }), RangeError, JSON.stringify(bad));
+    }
+  });
+});
+
+describe('LLM gate headers', () => {
+  it('reads OpenAI rate-limit headers', () => {
+    assert.deepEqual(
+      readHeaders(
+        new Headers({
+          'x-ratelimit-remaining-requests': '0',
+          'x-ratelimit-remaining-tokens': '0',
+          'x-ratelimit-reset-requests': '6m0s',
+          'x-ratelimit-reset-tokens': '20ms',
+          'retry-after': '3',
+          'retry-after-ms': '2500',
+        }),
+      ),
+      { remainingRequests: 0, remainingTokens: 0, resetMs: 360_000, retryAfterMs: 2_500 },
+    );
+    // A reset of a limit not exhausted is no pause; an HTTP date retry-after is relative to now.
+    assert.deepEqual(
+      readHeaders(
+        new Headers({
+          'x-ratelimit-remaining-requests': '7',
+          'x-ratelimit-reset-requests': '1s',
+          'retry-after': 'Thu, 01 Jan 1970 00:00:05 GMT',
+        }),
+        1_000,
+      ),
+      { remainingRequests: 7, retryAfterMs: 4_000 },
+    );
+    assert.deepEqual(readHeaders(new Headers({ 'retry-after': 'soon' })), {});
+  });
+
+  it('parses reset durations', () => {
+    const table: Array<[string | null, number | undefined]> = [
+      ['1s', 1_000],
+      ['1h2m3.5s', 3_723_500],
+      ['250ms', 250],
+      ['2', 2_000],
+      ['1x', undefined],
+      ['', undefined],
+      [null, undefined],
+    ];
+    for (const [text, ms] of table) assert.equal(duration(text), ms, String(text));
+  });
+});
+
+describe('LLM gate against a provider with a hidden limit', () => {
+  it('finds a hidden concurrency limit of 4 and then rarely hits it', async () => {
+    const hiddenLimit = 4;
+    await using llm = await startFakeLlmServer({
+      apiKey: 'sk-gate',
+      latencyMs: 20,
+      // A short retry-after so the test does not wait a second per 429.
+      hiddenLimit: { maxConcurrent: hiddenLimit, retryAfterMs: 20 },
+    });
+    // Starts above the hidden limit: it must come down by itself, then stay near it.
+    const gate = createLlmGate({ ...FIXED, initialConcurrency: 8, decreaseIntervalMs: 200 });
+    const client = createLlmClient(
+      { baseUrl: llm.baseUrl, apiKey: 'sk-gate', model: 'gpt-test' },
+      new AbortController().signal,
+      gate,
+    );
+    const warmUpCalls = 150;
+    const totalCalls = 450;
+    let started = 0;
+    let afterWarmUp: FakeLlmStats | undefined;
+    const limits: number[] = [];
+    const worker = async (): Promise<void> => {
+      while (started < totalCalls) {
+        started += 1;
+        try {
+          await client.chat({ messages: [{ role: 'user', content: 'summarize this please' }] });
+        } catch (error) {
+          assert.equal((error as { status?: unknown }).status, 429, String(error));
+        }
+        const finished = gate.snapshot().succeeded + gate.snapshot().rateLimited;
+        if (finished >= warmUpCalls) {
+          afterWarmUp ??= llm.stats();
+          limits.push(gate.snapshot().limit);
+        }
+      }
+    };
+    // Many more callers than the provider takes, as a busy executor has.
+    await Promise.all(Array.from({ length: 16 }, worker));
+
+    const end = llm.stats();
+    assert.ok(afterWarmUp, 'never warmed up');
+    const calls = end.calls - afterWarmUp.calls;
+    const rejected = end.rateLimited - afterWarmUp.rateLimited;
+    const snapshot = gate.snapshot();
+    assert.equal(snapshot.calls, end.calls, 'every call went through the gate, none retried');
+    assert.equal(snapshot.inFlight, 0);
+    assert.ok(calls >= 250, `only ${calls} calls after the warm-up`);
+    assert.ok(rejected / calls < 0.1, `${rejected} of ${calls} later calls got a 429`);
+    // It came down from 8 and stays near 4: probing one above, backing off to the limit.
+    const sorted = [...limits].sort((x, y) => x - y);
+    const median = sorted[Math.floor(sorted.length / 2)] ?? 0;
+    const [lowest, highest] = [sorted[0] ?? 0, sorted.at(-1) ?? 0];
+    assert.ok(median >= 3 && median <= 5, `the median limit after warm-up was ${median}`);
+    assert.ok(lowest >= 2 && highest <= 6, `the limit ranged ${lowest}–${highest} after warm-up`);
+    assert.ok(end.succeeded > end.rateLimited, 'more 429s than answers');
+    gate.close();
+  });
+});

@@ -1,0 +1,74 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { DEFAULT_BREAKER, type BreakerConfig, type BreakerState } from '@sluice/core';
+import { BreakerKeeper, type BreakerStore } from './breaker-keeper.js';
+
+const config: BreakerConfig = {
+  ...DEFAULT_BREAKER,
+  consecutiveFailures: 3,
+  coolDownMs: 1_000,
+  probes: 1,
+  successesToClose: 2,
+};
+
+class MemoryStore implements BreakerStore {
+  readonly saved = new Map<string, BreakerState>();
+  readonly transitions: string[] = [];
+  fenced = false;
+  load() {
+    return Promise.resolve([...this.saved].map(([resource, state]) => ({ resource, state })));
+  }
+  save(resource: string, state: BreakerState, transition?: { from: string; to: string }) {
+    if (this.fenced) return Promise.resolve(false);
+    this.saved.set(resource, state);
+    if (transition) this.transitions.push(`${resource}: ${transition.from}→${transition.to}`);
+    return Promise.resolve(true);
+  }
+}
+
+describe('BreakerKeeper', () => {
+  it('opens on failures, half-opens after the cool-down, closes on probe successes', async () => {
+    const store = new MemoryStore();
+    const keeper = new BreakerKeeper(config, store);
+    await keeper.load();
+    await keeper.tick(new Map([['tool:x', { succeeded: 2, failed: 3 }]]), 0);
+    assert.deepEqual(keeper.views(), { 'tool:x': 'open' });
+    assert.deepEqual(await keeper.tick(new Map(), 999), []);
+    assert.deepEqual(keeper.views(), { 'tool:x': 'open' }, 'still cooling down');
+    await keeper.tick(new Map(), 1_000);
+    assert.deepEqual(keeper.views(), { 'tool:x': 'half_open' });
+    await keeper.tick(new Map([['tool:x', { succeeded: 2, failed: 0 }]]), 1_100);
+    assert.deepEqual(keeper.views(), {});
+    assert.deepEqual(store.transitions, [
+      'tool:x: closed→open',
+      'tool:x: open→half_open',
+      'tool:x: half_open→closed',
+    ]);
+  });
+
+  it('reopens when a probe fails, and a new leader resumes from the store', async () => {
+    const store = new MemoryStore();
+    const first = new BreakerKeeper(config, store);
+    await first.load();
+    await first.tick(new Map([['mcp:files', { succeeded: 0, failed: 3 }]]), 0);
+    await first.tick(new Map(), 1_000);
+    const second = new BreakerKeeper(config, store);
+    await second.load();
+    assert.deepEqual(second.views(), { 'mcp:files': 'half_open' });
+    await second.tick(new Map([['mcp:files', { succeeded: 0, failed: 1 }]]), 1_500);
+    assert.deepEqual(second.views(), { 'mcp:files': 'open' });
+    assert.equal(second.get('mcp:files').coolDownUntilMs, 2_500);
+  });
+
+  it('ignores resources without breakers and says when it was fenced out', async () => {
+    const store = new MemoryStore();
+    const keeper = new BreakerKeeper(config, store);
+    await keeper.tick(new Map([['llm', { succeeded: 0, failed: 10 }]]), 0);
+    assert.deepEqual(keeper.views(), {});
+    store.fenced = true;
+    assert.equal(
+      await keeper.tick(new Map([['tool:y', { succeeded: 1, failed: 0 }]]), 0),
+      undefined,
+    );
+  });
+});

@@ -1,0 +1,205 @@
+/**
+ * One leadership tenure's decisions: every interval it reads the seven signals (Postgres for the
+ * queue, latencies, retries and connections; the executors' reports for busy slots, LLM 429s and
+ * tool outcomes), moves their levels on with hysteresis, moves the breakers on, applies the
+ * operators' overrides and composes the decision document the tenure publishes.
+ */
+import { ADMISSION_LEVELS, type GovernorDecision, type SignalReading } from '@sluice/bus';
+import { priorityLabel, type BreakerConfig, type Priority } from '@sluice/core';
+import {
+  activeOverrides,
+  databaseConnectionUsage,
+  loadBreakers,
+  queueDepths,
+  retryShare,
+  saveBreaker,
+  stepLatencies,
+  type Database,
+} from '@sluice/db';
+import type { Logger, Metrics } from '@sluice/telemetry';
+import { BreakerKeeper, hasBreaker } from './breakers/breaker-keeper.js';
+import { composeDecision } from './compose-decision.js';
+import { PressureBook, type Reading } from './pressure/levels.js';
+import type { ThresholdTable } from './pressure/thresholds.js';
+import type { ExecutorReports } from './signals/executor-reports.js';
+
+/** Fewer step starts than this in the window say nothing about a retry storm. */
+const MIN_STARTS_FOR_RETRY_SHARE = 20;
+
+export interface DecisionMakerDeps {
+  readonly db: Database;
+  readonly reports: ExecutorReports;
+  readonly thresholds: ThresholdTable;
+  readonly breaker: BreakerConfig;
+  readonly windowMs: number;
+  readonly retryAfterBaseMs: number;
+  readonly holder: string;
+  readonly metrics: Metrics;
+  readonly log: Logger;
+  /** The readings of the decision found in KV when the tenure began (to resume levels). */
+  readonly previous?: readonly SignalReading[];
+  readonly now?: () => number;
+}
+
+export interface DecisionMaker {
+  /** The decision of this tick; `undefined` when a fenced write showed a newer leader. */
+  decide(epoch: number): Promise<GovernorDecision | undefined>;
+}
+
+/** Creates the decision maker of one tenure (breakers are loaded on its first tick). */
+export function createDecisionMaker(deps: DecisionMakerDeps): DecisionMaker {
+  const now = deps.now ?? Date.now;
+  const book = new PressureBook(deps.thresholds);
+  if (deps.previous) book.seed(deps.previous, now());
+  let keeper: BreakerKeeper | undefined;
+  /** The level each (signal, scope) was at last tick, to count entries into a level. */
+  const entered = new Map<string, string>();
+
+  return {
+    async decide(epoch) {
+      if (keeper === undefined) {
+        keeper = new BreakerKeeper(deps.breaker, {
+          load: () => loadBreakers(deps.db),
+          save: (resource, state, transition) =>
+            saveBreaker(deps.db, { resource, state, transition }, epoch),
+        });
+        await keeper.load();
+      }
+      const nowMs = now();
+      const readings = await readSignals(deps, nowMs);
+      const outcomes = deps.reports.takeOutcomes(nowMs);
+      for (const [resource, delta] of outcomes) {
+        const calls = delta.succeeded + delta.failed;
+        if (hasBreaker(resource) && calls > 0) {
+          readings.push({
+            signal: 'tool_error_rate',
+            scope: resource,
+            value: delta.failed / calls,
+          });
+        }
+      }
+      const changes = await keeper.tick(outcomes, nowMs);
+      if (changes === undefined) return undefined;
+      for (const change of changes) {
+        deps.log.warn(
+          { resource: change.resource, from: change.from, to: change.to, reason: change.reason },
+          'circuit breaker changed',
+        );
+        deps.metrics.breakerTransitions.inc({
+          resource: change.resource,
+          from: change.from,
+          to: change.to,
+        });
+      }
+      const assessed = book.assess(readings, nowMs);
+      const actions = book.actions(assessed);
+      const adaptiveLimits: Record<string, number> = {};
+      for (const llm of deps.reports.llmPressure(nowMs)) {
+        if (llm.limit > 0) adaptiveLimits[llm.resource] = llm.limit;
+      }
+      const decision = composeDecision({
+        epoch,
+        holder: deps.holder,
+        at: new Date(nowMs),
+        actions,
+        readings: assessed,
+        breakers: keeper.views(),
+        halfOpenProbes: deps.breaker.probes,
+        adaptiveLimits,
+        overrides: await activeOverrides(deps.db),
+        retryAfterBaseMs: deps.retryAfterBaseMs,
+      });
+      recordMetrics(deps.metrics, decision, keeper, entered);
+      return decision;
+    },
+  };
+}
+
+/** The readings of this tick (tool error rates are added from the outcomes by the caller). */
+async function readSignals(deps: DecisionMakerDeps, nowMs: number): Promise<Reading[]> {
+  const { db, windowMs, reports, metrics } = deps;
+  const depths = await queueDepths(db);
+  const latencies = await stepLatencies(db, windowMs);
+  const retries = await retryShare(db, windowMs);
+  const connections = await databaseConnectionUsage(db);
+
+  metrics.queueDepth.reset();
+  let depth = 0;
+  for (const group of depths.ready) {
+    depth += group.ready;
+    metrics.queueDepth.set(
+      { priority: priorityLabel(group.priority), resource: group.resource },
+      group.ready,
+    );
+  }
+  const readings: Reading[] = [{ signal: 'queue_depth', scope: 'all', value: depth }];
+  for (const load of reports.loads(nowMs)) {
+    if (load.slots > 0) {
+      readings.push({
+        signal: 'worker_busy_ratio',
+        scope: load.resource,
+        value: load.busy / load.slots,
+      });
+    }
+  }
+  for (const llm of reports.llmPressure(nowMs)) {
+    // No calls means no 429s: a hold that stopped every call must be able to end.
+    readings.push({
+      signal: 'llm_rate_limit',
+      scope: llm.resource,
+      value: llm.calls > 0 ? llm.rateLimited / llm.calls : 0,
+    });
+  }
+  readings.push({
+    signal: 'db_connection_usage',
+    scope: 'server',
+    value: connections.max > 0 ? connections.inUse / connections.max : Number.NaN,
+  });
+  const urgent: Priority[] = [0, 1];
+  for (const priority of urgent) {
+    const latency = latencies.find((l) => l.priority === priority)?.waitP95Ms ?? null;
+    const waiting = depths.ready.some((group) => group.priority === priority && group.ready > 0);
+    // Nothing started while steps wait: keep the level (NaN) — a stuck queue is not relief. Nothing
+    // started and nothing waiting: no pressure from this priority.
+    readings.push({
+      signal: 'p95_task_latency',
+      scope: priorityLabel(priority),
+      value: latency ?? (waiting ? Number.NaN : 0),
+    });
+  }
+  readings.push({
+    signal: 'retry_storm',
+    scope: 'all',
+    value: retries.started >= MIN_STARTS_FOR_RETRY_SHARE ? retries.retries / retries.started : 0,
+  });
+  return readings;
+}
+
+function recordMetrics(
+  metrics: Metrics,
+  decision: GovernorDecision,
+  keeper: BreakerKeeper,
+  previousLevels: Map<string, string>,
+): void {
+  metrics.governorLevel.set(ADMISSION_LEVELS.indexOf(decision.level));
+  metrics.governorSignal.reset();
+  for (const reading of decision.signals ?? []) {
+    metrics.governorSignal.set({ signal: reading.signal, scope: reading.scope }, reading.value);
+    const key = `${reading.signal} ${reading.scope}`;
+    // A trigger is the entry into a level above normal, not every tick spent there.
+    if (reading.level !== 'normal' && previousLevels.get(key) !== reading.level) {
+      metrics.backpressureTriggerCount.inc({ decision: reading.level, cause: reading.signal });
+    }
+    previousLevels.set(key, reading.level);
+  }
+  for (const { resource, state } of keeper.all()) {
+    metrics.breakerState.set(
+      { resource },
+      state.status === 'closed' ? 0 : state.status === 'half_open' ? 1 : 2,
+    );
+  }
+  metrics.resourceLimit.reset();
+  for (const [resource, limit] of Object.entries(decision.limits ?? {})) {
+    metrics.resourceLimit.set({ resource }, limit);
+  }
+}
