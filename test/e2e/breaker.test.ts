@@ -263,6 +263,11 @@ describe('circuit breaker of a tool', () => {
         task.status === 'TASK_STATUS_QUEUED' || task.status === 'TASK_STATUS_FAILED_RETRYABLE',
         `task ${id} waits while the breaker is open (is ${task.status})`,
       );
+      assert.match(
+        task.waiting_for,
+        /circuit breaker of tool:flaky is open/,
+        `GetTask says why task ${id} waits`,
+      );
     }
     const [terminal] = await e2e.handle.sql<{ n: number }[]>`
       select count(*)::int as n from tasks where status in ('failed_terminal', 'succeeded')

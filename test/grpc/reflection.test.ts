@@ -48,6 +48,9 @@ const ADMIN_SERVICE_METHODS = [
   'ListDeadLetters',
   'RedriveDeadLetters',
   'PurgeDeadLetters',
+  'GetPressure',
+  'SetOverride',
+  'ClearOverride',
 ];
 
 // ---------------------------------------------------------------------------------------------
@@ -377,6 +380,7 @@ describe('gRPC surface through server reflection', () => {
             can_cancel: true,
             approval: null,
             next_attempt_time: null,
+            waiting_for: '',
           };
           return Promise.resolve({ task, created: true });
         },
@@ -471,7 +475,7 @@ describe('gRPC surface through server reflection', () => {
     }
   });
 
-  it('serves AdminService descriptors that resolve strictly and describe all eight methods', async () => {
+  it('serves AdminService descriptors that resolve strictly and describe all eleven methods', async () => {
     const answer = await reflectOne(client, v1, {
       file_containing_symbol: 'sluice.v1.AdminService',
     });
@@ -480,9 +484,9 @@ describe('gRPC surface through server reflection', () => {
       [...files.keys()],
       [
         'sluice/v1/admin_service.proto',
+        'google/protobuf/duration.proto',
         'google/protobuf/timestamp.proto',
         'sluice/v1/task.proto',
-        'google/protobuf/duration.proto',
       ],
     );
     const serviceFile = files.get('sluice/v1/admin_service.proto');

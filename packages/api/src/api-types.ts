@@ -120,6 +120,8 @@ export interface Task {
   approval: ApprovalRequest | null;
   /** For a task waiting to retry a failed step: when the next attempt is due. */
   next_attempt_time: Timestamp | null;
+  /** Why the next step waits beyond its turn (open breaker, governor hold); empty otherwise. */
+  waiting_for: string;
 }
 
 /** The values of `sluice.v1.ApprovalTimeoutAction`, in number order. */

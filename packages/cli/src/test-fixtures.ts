@@ -37,6 +37,7 @@ export function taskWith(overrides: Partial<Task> = {}): Task {
     can_cancel: true,
     approval: null,
     next_attempt_time: null,
+    waiting_for: '',
     ...overrides,
   };
 }

@@ -254,7 +254,7 @@ describe('queueStanding', () => {
     // Admit the two ahead: they leave the queue and count as recent admissions (one of P2).
     await handle.db.transaction((tx) => claimReadySteps(tx, 2));
     const standing = await queueStanding(handle.db, mine.task.id);
-    assert.deepEqual(standing, { ahead: 0, admittedRecently: admittedBefore + 1 });
+    assert.deepEqual(standing, { resource: 'llm', ahead: 0, admittedRecently: admittedBefore + 1 });
     // One P2 admission in the five-minute window: the next in line waits about five minutes.
     assert.equal(estimateWaitMs({ ahead: 0, admittedRecently: 1 }), ADMISSION_RATE_WINDOW_MS);
     assert.equal(estimateWaitMs({ ahead: 9, admittedRecently: 10 }), ADMISSION_RATE_WINDOW_MS);

@@ -10,6 +10,8 @@ export const ADMISSION_RATE_WINDOW_MS = 5 * 60 * 1_000;
 
 /** A task's place in the ready queue. */
 export interface QueueStanding {
+  /** The resource of the task's next step (what a breaker or a limit keeps it from). */
+  readonly resource: string;
   /** Ready, due steps admitted before the task's next step (more urgent, or older of its priority). */
   readonly ahead: number;
   /** Steps of the task's priority dispatched within {@link ADMISSION_RATE_WINDOW_MS}. */
@@ -21,13 +23,13 @@ export async function queueStanding(
   executor: Executor,
   taskId: string,
 ): Promise<QueueStanding | undefined> {
-  const rows = await executor.execute<{ ahead: number; admitted: number }>(sql`
+  const rows = await executor.execute<{ resource: string; ahead: number; admitted: number }>(sql`
     with mine as (
-      select priority, due_at, id from task_steps
+      select priority, due_at, id, resource from task_steps
       where task_id = ${taskId} and status = 'ready'
       order by due_at, id limit 1
     )
-    select
+    select mine.resource,
       (select count(*)::int from task_steps s
         where s.status = 'ready' and s.due_at <= now()
           and (s.priority < mine.priority
@@ -40,14 +42,18 @@ export async function queueStanding(
     from mine
   `);
   const row = rows[0];
-  return row ? { ahead: row.ahead, admittedRecently: row.admitted } : undefined;
+  return row
+    ? { resource: row.resource, ahead: row.ahead, admittedRecently: row.admitted }
+    : undefined;
 }
 
 /**
  * The estimated wait in milliseconds: the steps ahead (and this one) divided by the recent
  * admission rate; `undefined` when nothing of that priority was admitted lately (no basis).
  */
-export function estimateWaitMs(standing: QueueStanding): number | undefined {
+export function estimateWaitMs(
+  standing: Pick<QueueStanding, 'ahead' | 'admittedRecently'>,
+): number | undefined {
   if (standing.admittedRecently === 0) return undefined;
   const perMs = standing.admittedRecently / ADMISSION_RATE_WINDOW_MS;
   return Math.round((standing.ahead + 1) / perMs);

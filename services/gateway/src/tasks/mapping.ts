@@ -67,9 +67,15 @@ function errorClassToApi(errorClass: CoreErrorClass): ErrorClass {
 
 /**
  * A stored task as the API's `Task`. `standing` is the task's place in the ready queue, for a
- * queued task (its estimated wait and position); `nextAttempt` when a failed step waits to retry.
+ * queued task (its estimated wait and position); `nextAttempt` when a failed step waits to retry;
+ * `waitingFor` when its next step is kept from admission (see `waiting-reason.ts`).
  */
-export function taskToApi(task: TaskRecord, standing?: QueueStanding, nextAttempt?: Date): Task {
+export function taskToApi(
+  task: TaskRecord,
+  standing?: QueueStanding,
+  nextAttempt?: Date,
+  waitingFor = '',
+): Task {
   const waitMs = standing ? estimateWaitMs(standing) : undefined;
   const status = isTaskStatus(task.status) ? task.status : null;
   const approvalShown =
@@ -129,6 +135,7 @@ export function taskToApi(task: TaskRecord, standing?: QueueStanding, nextAttemp
           }
         : null,
     next_attempt_time: nextAttempt ? toTimestamp(nextAttempt) : null,
+    waiting_for: waitingFor,
   };
 }
 
@@ -166,6 +173,7 @@ export function tombstoneToApi(tombstone: IdempotencyTombstone): Task {
     can_cancel: false,
     approval: null,
     next_attempt_time: null,
+    waiting_for: '',
   };
 }
 

@@ -6,7 +6,13 @@
 import type { Metadata, ServerWritableStream } from '@grpc/grpc-js';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { encodeMessage, listsPriority, type BusCatalog, type DecisionView } from '@sluice/bus';
-import { isFinalStatus, isSluiceError, isTaskStatus, taskTypeProblem } from '@sluice/core';
+import {
+  isFinalStatus,
+  isSluiceError,
+  isTaskStatus,
+  taskTypeProblem,
+  type Priority,
+} from '@sluice/core';
 import {
   findKeyOwner,
   findLatestTaskType,
@@ -51,6 +57,7 @@ import {
 } from '@sluice/api';
 import type { FaultInjection } from '../fault-injection.js';
 import type { EventHub } from './event-hub.js';
+import { waitingReason } from './waiting-reason.js';
 import { InputValidators, parseInput } from './input-validation.js';
 import {
   cancelTask,
@@ -135,10 +142,22 @@ export function createTaskService(deps: TaskServiceDeps): Partial<TaskServiceHan
   /** The task as the API shows it, with its queue standing when it waits to start. */
   const describe = async (tenantId: string, taskId: string) => {
     const task = await requireTask(tenantId, taskId);
-    const standing = task.status === 'queued' ? await queueStanding(deps.db, task.id) : undefined;
+    // A retry whose backoff is over waits for admission like any ready step.
+    const waits = ['queued', 'running', 'failed_retryable'].includes(task.status);
+    const standing = waits ? await queueStanding(deps.db, task.id) : undefined;
     const nextAttempt =
       task.status === 'failed_retryable' ? await nextAttemptAt(deps.db, task.id) : undefined;
-    return taskToApi(task, standing, nextAttempt);
+    const decision = deps.decisions?.current();
+    const waitingFor =
+      standing && decision
+        ? waitingReason(decision, task.priority as Priority, standing.resource)
+        : '';
+    return taskToApi(
+      task,
+      task.status === 'queued' ? standing : undefined,
+      nextAttempt,
+      waitingFor,
+    );
   };
 
   return {

@@ -1,0 +1,34 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { normalDecision, type GovernorDecision } from '@sluice/bus';
+import { waitingReason } from './waiting-reason.js';
+
+const under = (fields: Partial<GovernorDecision>): GovernorDecision => ({
+  ...normalDecision(1, 'g'),
+  reasons: ['llm_rate_limit llm = 0.400 → hold p3', 'breaker tool:x open'],
+  ...fields,
+});
+
+describe('waitingReason', () => {
+  it('says nothing without a governor decision that concerns the step', () => {
+    assert.equal(waitingReason(normalDecision(1, 'g'), 3, 'llm'), '');
+    assert.equal(waitingReason(under({ holds: [3] }), 2, 'llm'), '');
+  });
+
+  it('names an open or half-open breaker of the step resource first', () => {
+    const decision = under({ holds: [3], breakers: { 'tool:x': 'open', 'tool:y': 'half_open' } });
+    assert.match(waitingReason(decision, 3, 'tool:x'), /circuit breaker of tool:x is open/);
+    assert.match(waitingReason(decision, 0, 'tool:y'), /tool:y is half-open/);
+  });
+
+  it('names a hold or a throttle of the priority with its cause', () => {
+    assert.equal(
+      waitingReason(under({ holds: [3] }), 3, 'llm'),
+      'P3 is held by the governor under load (llm_rate_limit llm = 0.400 → hold p3); the task stays queued',
+    );
+    assert.match(
+      waitingReason(under({ throttle: [2] }), 2, 'llm'),
+      /P2 is admitted at a limited rate/,
+    );
+  });
+});
