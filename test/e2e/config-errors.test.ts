@@ -87,6 +87,14 @@ const CASES: readonly Case[] = [
   },
   bad('governor', 'SLUICE_PREFIX', 'Bad-Prefix'),
   bad('governor', 'SLUICE_METRICS_PORT', '-1'),
+  bad('governor', 'SLUICE_GOVERNOR_THRESHOLDS', '{"cpu":[]}'),
+  bad(
+    'governor',
+    'SLUICE_GOVERNOR_THRESHOLDS',
+    '{"queue_depth":[{"level":"reject","enter":1,"exit":5}]}',
+  ),
+  bad('executor', 'SLUICE_LLM_INITIAL_CONCURRENCY', '100', LLM),
+  bad('scheduler', 'SLUICE_DECISION_STALE_MS', '10'),
 ];
 
 /** Every process this file started, killed in `after` whatever happened. */
