@@ -49,7 +49,17 @@ export type { TransitionPatch, TransitionRequest, TransitionResult } from './tra
 export { createApiKey, createTenant, findKeyOwner, hashApiKey } from './queries/tenants.js';
 export type { KeyOwner } from './queries/tenants.js';
 export { findLatestTaskType, findTaskType, registerTaskType } from './queries/task-types.js';
-export type { TaskTypeManifest } from './queries/task-types.js';
+export type {
+  TaskTypeManifest,
+  TaskTypeManifestStep,
+  WhileBreakerOpen,
+} from './queries/task-types.js';
+export {
+  breakerOpenError,
+  failStepWhileBreakerOpen,
+  findFailFastSteps,
+} from './queries/breaker-fail-fast.js';
+export type { FailFastStep } from './queries/breaker-fail-fast.js';
 export {
   createTask,
   findTask,

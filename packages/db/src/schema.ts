@@ -88,6 +88,11 @@ export interface ManifestStep {
   readonly backoff?: { readonly baseDelayMs?: number; readonly maxDelayMs?: number };
   /** The step that repairs this one after a `schema_validation` failure. */
   readonly repairStep?: string;
+  /**
+   * What the step does while its resource's circuit breaker is open: `wait` (absent: manifests
+   * registered before the option existed) or `fail` fast as retryable.
+   */
+  readonly whileBreakerOpen?: 'wait' | 'fail';
 }
 
 /**

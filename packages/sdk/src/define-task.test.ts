@@ -164,6 +164,39 @@ describe('defineTask', () => {
       assert.ok(problemsOf({ steps }).includes(expected), `${JSON.stringify(steps)}: ${expected}`);
     }
   });
+
+  it('keeps whileBreakerOpen on the step, and leaves it out when not declared (wait)', () => {
+    const definition = defineTask({
+      name: 'impatient',
+      version: 1,
+      input: z.object({}),
+      firstStep: 'call',
+      steps: {
+        call: { resource: 'tool:search', whileBreakerOpen: 'fail' },
+        patient: { resource: 'tool:search', whileBreakerOpen: 'wait' },
+        plain: { resource: 'tool:search' },
+      },
+      handlers: {
+        call: () => complete(null),
+        patient: () => complete(null),
+        plain: () => complete(null),
+      },
+    });
+    assert.equal(definition.steps['call']?.whileBreakerOpen, 'fail');
+    assert.equal(definition.steps['patient']?.whileBreakerOpen, 'wait');
+    assert.equal(definition.steps['plain']?.whileBreakerOpen, undefined);
+  });
+
+  it('refuses a whileBreakerOpen that is neither wait nor fail', () => {
+    for (const value of ['skip', true, null, 1]) {
+      assert.ok(
+        problemsOf({ steps: { a: { resource: 'llm', whileBreakerOpen: value } } }).includes(
+          'step a: whileBreakerOpen must be one of "wait", "fail"',
+        ),
+        JSON.stringify(value),
+      );
+    }
+  });
 });
 
 describe('repairInput', () => {

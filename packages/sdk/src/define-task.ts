@@ -62,7 +62,22 @@ export interface StepDeclaration {
    * step per task; without a repair step such a failure ends the task (`failed_terminal`).
    */
   readonly repairStep?: string;
+  /**
+   * What happens to the step while its resource's circuit breaker is open. `wait` (the default):
+   * it is not dispatched and waits in the ready queue, costing no attempt, until the breaker lets
+   * calls through again. `fail`: it fails fast as retryable (`external_5xx`, "circuit breaker of
+   * <resource> is open") without running, which counts an attempt; it is retried after its backoff
+   * (at the earliest when the breaker's cool-down ends) and fails for good when its attempts run
+   * out — for a task that would rather fail than wait out an outage.
+   */
+  readonly whileBreakerOpen?: WhileBreakerOpen;
 }
+
+/** What a step does while its resource's circuit breaker is open (see `whileBreakerOpen`). */
+export type WhileBreakerOpen = 'wait' | 'fail';
+
+/** Every {@link WhileBreakerOpen} choice. */
+export const WHILE_BREAKER_OPEN: readonly WhileBreakerOpen[] = ['wait', 'fail'];
 
 /** A step's backoff override, in milliseconds. */
 export interface StepBackoff {
@@ -302,6 +317,15 @@ function stepProblems(name: string, step: unknown): string[] {
     problems.push(`step ${name}: maxAttempts must be an integer from 1 to ${MAX_STEP_ATTEMPTS}`);
   }
   if (step.backoff !== undefined) problems.push(...backoffProblems(name, step.backoff));
+  const { whileBreakerOpen } = step;
+  if (
+    whileBreakerOpen !== undefined &&
+    !(WHILE_BREAKER_OPEN as readonly unknown[]).includes(whileBreakerOpen)
+  ) {
+    problems.push(
+      `step ${name}: whileBreakerOpen must be one of ${WHILE_BREAKER_OPEN.map((c) => `"${c}"`).join(', ')}`,
+    );
+  }
   for (const key of ['input', 'output'] as const) {
     if (step[key] !== undefined && !isZodSchema(step[key])) {
       problems.push(`step ${name}: ${key} must be a zod schema`);

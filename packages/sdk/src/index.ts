@@ -39,6 +39,7 @@ export {
   isTaskDefinition,
   joinInput,
   repairInput,
+  WHILE_BREAKER_OPEN,
 } from './define-task.js';
 export type {
   StepBackoff,
@@ -55,6 +56,7 @@ export type {
   StepResultOf,
   TaskDefinition,
   TaskSpec,
+  WhileBreakerOpen,
 } from './define-task.js';
 export { STEP_RESULT_TYPES, awaitApproval, branch, complete, fanOut, next } from './step-result.js';
 export type {

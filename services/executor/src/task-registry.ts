@@ -71,6 +71,8 @@ export function manifestOf(definition: TaskDefinition): TaskTypeManifest {
       maxAttempts: step.maxAttempts ?? DEFAULT_STEP_MAX_ATTEMPTS,
       ...(step.backoff === undefined ? {} : { backoff: { ...step.backoff } }),
       ...(step.repairStep === undefined ? {} : { repairStep: step.repairStep }),
+      // Left out when not declared: absent reads as `wait`, as in manifests older than the field.
+      ...(step.whileBreakerOpen === undefined ? {} : { whileBreakerOpen: step.whileBreakerOpen }),
     })),
   };
 }

@@ -35,6 +35,7 @@ import {
 } from '@sluice/telemetry';
 import { handleAdvisoryBatch } from './advisory-worker.js';
 import { startBatchLoop, type BatchLoop } from './batch-loop.js';
+import { failFastBatch, openBreakerResources } from './breaker-fail-fast.js';
 import type { SchedulerConfig } from './config.js';
 import { dispatchBatch } from './dispatcher.js';
 import { relayEventBatch } from './event-relay.js';
@@ -131,14 +132,15 @@ export async function startScheduler(config: SchedulerConfig, log?: Logger): Pro
       leaseTtlMs: config.SLUICE_LEASE_TTL_MS,
     });
     // Holds, throttles, limits and open breakers come from the governor's live decision; a new
-    // decision wakes the dispatcher, so a released hold is admitted at once.
-    let wakeDispatcher = (): void => undefined;
+    // decision wakes the dispatcher, so a released hold is admitted at once (and the fail-fast
+    // pass, so steps that would rather fail do so as soon as a breaker opens).
+    let wakeOnDecision = (): void => undefined;
     decisions = await startDecisionView({
       nc,
       kv: governorBucket,
       subject: catalog.subjects.governorDecisions,
       staleAfterMs: config.SLUICE_DECISION_STALE_MS,
-      onChange: () => wakeDispatcher(),
+      onChange: () => wakeOnDecision(),
       log: logger,
     });
     const admission = createGovernedAdmission({
@@ -193,8 +195,26 @@ export async function startScheduler(config: SchedulerConfig, log?: Logger): Pro
       log: logger,
       runBatch: () => fireTimerBatch({ ...common, onStepsReady: () => dispatcher.wake() }),
     });
-    wakeDispatcher = () => dispatcher.wake();
-    loops.push(dispatcher, applier, timers);
+    // Steps declaring `whileBreakerOpen: 'fail'` fail fast as retryable while their resource's
+    // breaker is open, instead of waiting like the rest (breaker-fail-fast.ts).
+    const failFast = startBatchLoop({
+      name: 'breaker-fail-fast',
+      pollMs: config.SLUICE_SCHEDULER_POLL_MS,
+      log: logger,
+      runBatch: () =>
+        failFastBatch({
+          db: database.db,
+          log: logger,
+          batchSize: config.SLUICE_SCHEDULER_BATCH,
+          openResources: () => openBreakerResources(decisions?.current().breakers),
+          onOutcomesRecorded: () => applier.wake(),
+        }),
+    });
+    wakeOnDecision = () => {
+      dispatcher.wake();
+      failFast.wake();
+    };
+    loops.push(dispatcher, applier, timers, failFast);
 
     subscriptions.push(
       nc.subscribe(catalog.subjects.wake('scheduler'), {
@@ -202,6 +222,7 @@ export async function startScheduler(config: SchedulerConfig, log?: Logger): Pro
         callback: () => {
           dispatcher.wake();
           applier.wake();
+          failFast.wake();
         },
       }),
       nc.subscribe(catalog.subjects.stepResult, { callback: () => applier.wake() }),

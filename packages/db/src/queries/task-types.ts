@@ -6,6 +6,12 @@ import { and, desc, eq, sql } from 'drizzle-orm';
 import type { Executor } from '../client.js';
 import { taskTypes, type ManifestStep } from '../schema.js';
 
+/** What a step does while its resource's circuit breaker is open (the SDK's `whileBreakerOpen`). */
+export type WhileBreakerOpen = NonNullable<ManifestStep['whileBreakerOpen']>;
+
+/** One step of a manifest as executors register it (kept in the `steps` jsonb). */
+export type TaskTypeManifestStep = ManifestStep;
+
 /** A task type as registered. */
 export interface TaskTypeManifest {
   readonly name: string;
@@ -13,7 +19,7 @@ export interface TaskTypeManifest {
   readonly description: string;
   readonly inputSchema: Record<string, unknown>;
   readonly firstStep: string;
-  readonly steps: readonly ManifestStep[];
+  readonly steps: readonly TaskTypeManifestStep[];
 }
 
 /**
