@@ -145,6 +145,8 @@ export const COMMON_ENV = {
   SLUICE_LOG_LEVEL: enumVar(LOG_LEVELS, 'info'),
   /** Port of the Prometheus `/metrics` endpoint; 0 picks a free one. */
   SLUICE_METRICS_PORT: intVar(0, 0, 65_535),
+  /** Interface of the `/metrics` endpoint (`0.0.0.0` where Prometheus scrapes from elsewhere). */
+  SLUICE_METRICS_HOST: stringVar('127.0.0.1'),
   /** Age after which a governor decision is no longer obeyed (no governor is acting). */
   SLUICE_DECISION_STALE_MS: intVar(10_000, 1_000, 600_000),
 } satisfies EnvSchema;

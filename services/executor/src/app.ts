@@ -215,6 +215,7 @@ export async function startExecutor(config: ExecutorConfig, log?: Logger): Promi
     });
     metricsServer = await startMetricsServer({
       port: config.SLUICE_METRICS_PORT,
+      host: config.SLUICE_METRICS_HOST,
       registry: metrics.registry,
     });
     logger.info(

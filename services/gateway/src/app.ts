@@ -119,6 +119,7 @@ export async function startGateway(
     grpcPort = await grpc.start();
     metricsServer = await startMetricsServer({
       port: config.SLUICE_METRICS_PORT,
+      host: config.SLUICE_METRICS_HOST,
       registry: metrics.registry,
     });
     if (config.SLUICE_FAULT_INJECTION !== undefined) {

@@ -175,6 +175,7 @@ export async function startGovernor(config: GovernorConfig, log?: Logger): Promi
 
     metricsServer = await startMetricsServer({
       port: config.SLUICE_METRICS_PORT,
+      host: config.SLUICE_METRICS_HOST,
       registry: metrics.registry,
     });
     logger.info({ holder, metrics_port: metricsServer.port }, 'governor started');

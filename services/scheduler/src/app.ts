@@ -349,6 +349,7 @@ export async function startScheduler(config: SchedulerConfig, log?: Logger): Pro
     }
     metricsServer = await startMetricsServer({
       port: config.SLUICE_METRICS_PORT,
+      host: config.SLUICE_METRICS_HOST,
       registry: metrics.registry,
     });
     logger.info(
