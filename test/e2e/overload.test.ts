@@ -79,8 +79,8 @@ before(async () => {
       SLUICE_GOVERNOR_THRESHOLDS: JSON.stringify({
         queue_depth: [{ level: 'reject', enter: REJECT_ENTER, exit: REJECT_EXIT, dwell_ms: 500 }],
         llm_rate_limit: [
-          { level: 'throttle', enter: 0.05, exit: 0.02, dwell_ms: 500 },
-          { level: 'hold_p3', enter: 0.3, exit: 0.1, dwell_ms: 500 },
+          { level: 'throttle', enter: 0.1, exit: 0.05, dwell_ms: 500 },
+          { level: 'hold_p3', enter: 0.35, exit: 0.15, dwell_ms: 500 },
         ],
       }),
     },

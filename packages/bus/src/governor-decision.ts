@@ -56,7 +56,7 @@ export interface GovernorDecision {
   readonly reasons: readonly string[];
   /** How long a rejected caller should wait before trying again, in ms (0 when nothing is rejected). */
   readonly retry_after_ms?: number;
-  /** Priorities admitted at a limited rate only (see the scheduler's throttle). */
+  /** Priorities the scheduler keeps out of the last share of each resource's limit (throttled). */
   readonly throttle?: readonly Priority[];
   /** Priorities whose handlers are told to take their degraded (cheaper) path. */
   readonly degrade?: readonly Priority[];

@@ -81,6 +81,7 @@ export type {
 export {
   cancelWaitingSteps,
   DEFAULT_ADMISSION,
+  DEFAULT_THROTTLE_RESERVE,
   claimReadySteps,
   claimReadyStepsStatement,
   findStep,

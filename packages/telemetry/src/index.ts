@@ -30,11 +30,30 @@
 export {
   ATTR_PRIORITY,
   ATTR_RESOURCE,
+  ATTR_RETRY_NEXT_ATTEMPT_AT,
   ATTR_STEP,
+  ATTR_STEP_ATTEMPT,
+  ATTR_TASK_EVENT,
   ATTR_TASK_ID,
+  ATTR_TASK_STATUS_FROM,
+  ATTR_TASK_STATUS_TO,
   ATTR_TASK_TYPE,
   ATTR_TENANT,
+  EVENT_STEP_RETRY_SCHEDULED,
+  EVENT_TASK_TRANSITION,
 } from './attributes.js';
+export {
+  ATTR_ERROR_TYPE,
+  ATTR_MESSAGING_DESTINATION_NAME,
+  ATTR_MESSAGING_MESSAGE_ID,
+  ATTR_MESSAGING_OPERATION_NAME,
+  ATTR_MESSAGING_OPERATION_TYPE,
+  ATTR_MESSAGING_SYSTEM,
+  ATTR_RPC_GRPC_STATUS_CODE,
+  ATTR_RPC_METHOD,
+  ATTR_RPC_SERVICE,
+  ATTR_RPC_SYSTEM,
+} from './conventions.js';
 export {
   DEFAULT_LOG_LEVEL,
   LOG_LEVELS,
@@ -56,10 +75,29 @@ export type { MetricDefinition, MetricKey, MetricLabels, Metrics } from './metri
 export { DEFAULT_METRICS_HOST, startMetricsServer } from './metrics-server.js';
 export type { MetricsServer, MetricsServerOptions } from './metrics-server.js';
 export {
+  DEFAULT_BSP_SCHEDULE_DELAY_MS,
+  SAMPLER_NAMES,
+  createSampler,
+  createSpanProcessors,
+  traceExportConfigFromEnv,
+} from './otlp-export.js';
+export type {
+  Environment,
+  OtlpProtocol,
+  SamplerName,
+  TraceExportConfig,
+  TraceExporterConfig,
+} from './otlp-export.js';
+export { SpanKind } from '@opentelemetry/api';
+export type { Attributes, Link, Span, Tracer } from '@opentelemetry/api';
+export {
+  activeSpan,
   contextFromTraceparent,
   startTracing,
   traceIdOf,
   traceparentOfActiveSpan,
+  tracerFor,
+  withContinuedSpan,
   withSpan,
 } from './tracing.js';
-export type { Tracing, TracingOptions } from './tracing.js';
+export type { ContinuedSpanOptions, Tracing, TracingOptions } from './tracing.js';

@@ -21,25 +21,37 @@ import {
   propagation,
   trace,
 } from '@opentelemetry/api';
-import type { Attributes, Context, Span, Tracer } from '@opentelemetry/api';
+import type { Attributes, Context, Link, Span, SpanKind, Tracer } from '@opentelemetry/api';
 import { W3CTraceContextPropagator } from '@opentelemetry/core';
 import { resourceFromAttributes } from '@opentelemetry/resources';
 import type { SpanProcessor } from '@opentelemetry/sdk-trace-base';
 import { NodeTracerProvider } from '@opentelemetry/sdk-trace-node';
 import { ATTR_SERVICE_NAME, ATTR_SERVICE_VERSION } from '@opentelemetry/semantic-conventions';
+import {
+  createSampler,
+  createSpanProcessors,
+  traceExportConfigFromEnv,
+  type Environment,
+} from './otlp-export.js';
 
 /** Options of {@link startTracing}. */
 export interface TracingOptions {
-  /** The `service.name` resource attribute, e.g. `gateway`; how Jaeger groups the spans. */
+  /**
+   * The `service.name` resource attribute, e.g. `sluice-gateway`; how Jaeger groups the spans.
+   * `OTEL_SERVICE_NAME` overrides it.
+   */
   serviceName: string;
   /** The `service.version` resource attribute; omitted when not given. */
   serviceVersion?: string;
   /**
-   * Where finished spans go, in order. None by default: spans are still created, sampled and
-   * propagated (so ids reach logs, messages and task rows), but nothing leaves the process.
-   * Exporting is added here, e.g. a `BatchSpanProcessor` around an OTLP exporter.
+   * Where finished spans go besides the exporters the environment configures (see
+   * `traceExportConfigFromEnv`), e.g. an in-memory exporter in a test. With neither, spans are
+   * still created, sampled and propagated (so ids reach logs, messages and task rows), but
+   * nothing leaves the process.
    */
   spanProcessors?: readonly SpanProcessor[];
+  /** Where the `OTEL_*` variables are read from; default `process.env`. */
+  env?: Environment;
 }
 
 /** The running tracing SDK of a process, returned by {@link startTracing}. */
@@ -58,20 +70,25 @@ export interface Tracing {
  * `NodeTracerProvider`, the W3C trace-context propagator, and the provider's default context
  * manager, which keeps the active span in `AsyncLocalStorage` across `await`s.
  *
- * No exporter yet: OTLP export (readable in Jaeger) comes with the observability issue, through
- * {@link TracingOptions.spanProcessors}. Call once, from a service's `main.ts`.
+ * Export, sampling and the service name follow the standard `OTEL_*` variables
+ * (`traceExportConfigFromEnv`: e.g. `OTEL_EXPORTER_OTLP_ENDPOINT` sends spans over OTLP to
+ * Jaeger); `OTEL_SDK_DISABLED=true` starts nothing and returns a no-op. Call once, from a
+ * service's start function; {@link Tracing.shutdown} flushes what is still buffered.
  *
  * @throws Error when tracing is already started in this process (shut the other one down first).
  */
 export function startTracing(options: TracingOptions): Tracing {
+  const config = traceExportConfigFromEnv(options.env ?? process.env, options.serviceName);
+  if (config.disabled) return DISABLED;
   const provider = new NodeTracerProvider({
     resource: resourceFromAttributes({
-      [ATTR_SERVICE_NAME]: options.serviceName,
+      [ATTR_SERVICE_NAME]: config.serviceName,
       ...(options.serviceVersion === undefined
         ? {}
         : { [ATTR_SERVICE_VERSION]: options.serviceVersion }),
     }),
-    spanProcessors: [...(options.spanProcessors ?? [])],
+    sampler: createSampler(config),
+    spanProcessors: [...createSpanProcessors(config), ...(options.spanProcessors ?? [])],
   });
   // `contextManager: undefined` asks for the default, AsyncLocalStorageContextManager.
   provider.register({ propagator: new W3CTraceContextPropagator(), contextManager: undefined });
@@ -99,6 +116,12 @@ export function startTracing(options: TracingOptions): Tracing {
     },
   };
 }
+
+/** What {@link startTracing} returns under `OTEL_SDK_DISABLED=true`: the API's no-op tracers. */
+const DISABLED: Tracing = {
+  tracer: (name, version) => trace.getTracer(name, version),
+  shutdown: () => Promise.resolve(),
+};
 
 function isGlobalProvider(provider: NodeTracerProvider): boolean {
   const global = trace.getTracerProvider();
@@ -136,6 +159,68 @@ export async function withSpan<T>(
       span.end();
     }
   });
+}
+
+/** Options of {@link withContinuedSpan}. */
+export interface ContinuedSpanOptions {
+  /** Set at the start, so samplers see them. */
+  attributes?: Attributes;
+  /** Default `INTERNAL`. */
+  kind?: SpanKind;
+  /** E.g. to the RPC span of the request that asked for the work, which is in another trace. */
+  links?: Link[];
+}
+
+/**
+ * Runs `fn` inside a new span whose parent is the span a stored `traceparent` names (a task's,
+ * say), whatever span happens to be active: how work done hours after `CreateTask` still lands in
+ * the task's trace. Without a (valid) traceparent the span starts a trace of its own. Errors are
+ * recorded and rethrown as in {@link withSpan}.
+ */
+export async function withContinuedSpan<T>(
+  tracer: Tracer,
+  traceparent: string | null | undefined,
+  name: string,
+  options: ContinuedSpanOptions,
+  fn: (span: Span) => Promise<T> | T,
+): Promise<T> {
+  const parent = contextFromTraceparent(traceparent ?? '');
+  return tracer.startActiveSpan(
+    name,
+    {
+      ...(options.attributes ? { attributes: options.attributes } : {}),
+      ...(options.kind === undefined ? {} : { kind: options.kind }),
+      ...(options.links ? { links: options.links } : {}),
+    },
+    parent,
+    async (span) => {
+      try {
+        return await fn(span);
+      } catch (error) {
+        span.recordException(error instanceof Error ? error : String(error));
+        span.setStatus({
+          code: SpanStatusCode.ERROR,
+          message: error instanceof Error ? error.message : String(error),
+        });
+        throw error;
+      } finally {
+        span.end();
+      }
+    },
+  );
+}
+
+/**
+ * The tracer named `name` of the running SDK (a no-op one before `startTracing`), for libraries
+ * and service modules that are not handed a {@link Tracing}.
+ */
+export function tracerFor(name: string, version?: string): Tracer {
+  return trace.getTracer(name, version);
+}
+
+/** The active span, if any: e.g. to add an event to the span of the unit of work in progress. */
+export function activeSpan(): Span | undefined {
+  return trace.getActiveSpan();
 }
 
 /**

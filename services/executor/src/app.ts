@@ -32,6 +32,7 @@ import {
 import type { ExecutorConfig } from './config.js';
 import { retryWhileDatabaseDown } from './database-outage.js';
 import { startGovernorReporter, type GovernorReporter } from './governor-report.js';
+import { startHttpInstrumentation } from './http-instrumentation.js';
 import { createLlmGate } from './llm-gate.js';
 import { startPriorityPuller, type PriorityPuller } from './priority-puller.js';
 import { Slots } from './slots.js';
@@ -60,6 +61,8 @@ export async function startExecutor(config: ExecutorConfig, log?: Logger): Promi
     log ?? createLogger({ service: `executor-${resource}`, level: config.SLUICE_LOG_LEVEL });
   // Each step attempt is a span in its task's trace (continued from the stored traceparent).
   const tracing = startTracing({ serviceName: `sluice-executor-${resource}` });
+  // Every request a step makes (tools, web, MCP, the LLM) is an HTTP client span of that step.
+  const http = startHttpInstrumentation();
   const registry = createTaskRegistry(await loadTaskDefinitions(config.SLUICE_TASK_MODULES));
   const runnable = registry.definitions.filter((d) => usesResource(d, resource));
   if (runnable.length === 0) {
@@ -236,6 +239,7 @@ export async function startExecutor(config: ExecutorConfig, log?: Logger): Promi
     cancelSubscription?.unsubscribe();
     if (nc) await closeNats(nc);
     await database.close();
+    http.stop();
     await tracing.shutdown();
     throw error;
   }
@@ -256,6 +260,7 @@ export async function startExecutor(config: ExecutorConfig, log?: Logger): Promi
       await started.metricsServer.stop();
       await closeNats(started.nc);
       await database.close();
+      http.stop();
       await tracing.shutdown();
       logger.info('executor stopped');
     },

@@ -3,6 +3,7 @@
  * given to step handlers as `ctx.llm`. With the executor's {@link LlmGate}, every call waits for
  * a permit and budget first and reports how it ended, so the process finds the provider's limit.
  * A 429 still fails the call with an `HttpStatusError`: retrying is the scheduler's, by class.
+ * Each call is a GenAI `chat {model}` span of the step (llm-span.ts), its HTTP request a child.
  */
 import {
   HttpStatusError,
@@ -11,6 +12,7 @@ import {
   type LlmClient,
 } from '@sluice/sdk';
 import type { LlmCallResult, LlmGate } from './llm-gate.js';
+import { EVENT_LLM_PERMIT, recordChatCompletion, withChatSpan } from './llm-span.js';
 
 /** Where the LLM is and how to call it. */
 export interface LlmClientOptions {
@@ -37,6 +39,7 @@ export interface ChatRequest {
 }
 
 interface CompletionBody {
+  id?: unknown;
   model?: unknown;
   choices?: Array<{ message?: { content?: unknown } }>;
   usage?: { prompt_tokens?: unknown; completion_tokens?: unknown };
@@ -63,52 +66,57 @@ export function createLlmClient(
 ): LlmClient {
   const url = `${options.baseUrl.replace(/\/+$/, '')}/chat/completions`;
   return {
-    async chat(request: ChatRequest) {
-      const permit = await gate?.acquire({ estimatedTokens: estimateTokens(request), signal });
-      const started = performance.now();
-      // Unanswered unless an answer arrives; given back however the call ends.
-      let result: LlmCallResult = { ok: false, latencyMs: 0 };
-      try {
-        const response = await fetch(url, {
-          method: 'POST',
-          signal,
-          headers: {
-            'content-type': 'application/json',
-            ...(options.apiKey ? { authorization: `Bearer ${options.apiKey}` } : {}),
-          },
-          body: JSON.stringify({
-            model: request.model ?? options.model,
-            messages: request.messages,
-            ...(request.maxTokens === undefined ? {} : { max_tokens: request.maxTokens }),
-          }),
-        });
-        result = {
-          ok: response.ok,
-          status: response.status,
-          headers: response.headers,
-          latencyMs: performance.now() - started,
-        };
-        if (!response.ok) {
-          await response.body?.cancel();
-          throw HttpStatusError.fromResponse(response, 'the LLM endpoint');
+    chat(request: ChatRequest) {
+      const model = request.model ?? options.model;
+      return withChatSpan({ model, maxTokens: request.maxTokens, url }, async (span) => {
+        const permit = await gate?.acquire({ estimatedTokens: estimateTokens(request), signal });
+        if (permit !== undefined) span.addEvent(EVENT_LLM_PERMIT);
+        const started = performance.now();
+        // Unanswered unless an answer arrives; given back however the call ends.
+        let result: LlmCallResult = { ok: false, latencyMs: 0 };
+        try {
+          const response = await fetch(url, {
+            method: 'POST',
+            signal,
+            headers: {
+              'content-type': 'application/json',
+              ...(options.apiKey ? { authorization: `Bearer ${options.apiKey}` } : {}),
+            },
+            body: JSON.stringify({
+              model,
+              messages: request.messages,
+              ...(request.maxTokens === undefined ? {} : { max_tokens: request.maxTokens }),
+            }),
+          });
+          result = {
+            ok: response.ok,
+            status: response.status,
+            headers: response.headers,
+            latencyMs: performance.now() - started,
+          };
+          if (!response.ok) {
+            await response.body?.cancel();
+            throw HttpStatusError.fromResponse(response, 'the LLM endpoint');
+          }
+          const body = (await response.json()) as CompletionBody;
+          const completion = completionOf(body, model);
+          recordChatCompletion(span, completion, typeof body.id === 'string' ? body.id : undefined);
+          result = {
+            ...result,
+            latencyMs: performance.now() - started,
+            ...(completion.usage === undefined
+              ? {}
+              : { usageTokens: completion.usage.promptTokens + completion.usage.completionTokens }),
+          };
+          return completion;
+        } finally {
+          permit?.release(
+            result.status === undefined
+              ? { ...result, latencyMs: performance.now() - started }
+              : result,
+          );
         }
-        const body = (await response.json()) as CompletionBody;
-        const completion = completionOf(body, request.model ?? options.model);
-        result = {
-          ...result,
-          latencyMs: performance.now() - started,
-          ...(completion.usage === undefined
-            ? {}
-            : { usageTokens: completion.usage.promptTokens + completion.usage.completionTokens }),
-        };
-        return completion;
-      } finally {
-        permit?.release(
-          result.status === undefined
-            ? { ...result, latencyMs: performance.now() - started }
-            : result,
-        );
-      }
+      });
     },
   };
 }

@@ -6,7 +6,13 @@
 import type { JsMsg } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
 import type { Priority, StepOutcome } from '@sluice/core';
-import { encodeMessage, type BusCatalog, type StepDispatch } from '@sluice/bus';
+import { ROOT_CONTEXT } from '@opentelemetry/api';
+import {
+  encodeMessage,
+  extractTraceContext,
+  type BusCatalog,
+  type StepDispatch,
+} from '@sluice/bus';
 import {
   appendTaskEvent,
   applyTransition,
@@ -30,7 +36,7 @@ import { createLlmClient, type LlmClientOptions } from './llm-client.js';
 import type { LlmGate } from './llm-gate.js';
 import { createProgressReporter } from './progress-reporter.js';
 import { buildStepContext } from './step-context.js';
-import { runInStepSpan } from './step-span.js';
+import { recordTaskStarted, runInStepSpan } from './step-span.js';
 import type { TaskRegistry } from './task-registry.js';
 
 /** What the runner needs from its executor. */
@@ -227,8 +233,16 @@ async function execute(
       degraded: deps.isDegraded?.(task.priority as Priority) ?? false,
     });
     contextBuilt = true;
-    const result: unknown = await runInStepSpan(task, step, (span) =>
-      Promise.resolve(stepDefinition.run({ ...context, span })),
+    // The span of the scheduler's dispatch (in the message's headers) is the step's parent.
+    const result: unknown = await runInStepSpan(
+      task,
+      step,
+      (span) => {
+        // A task still queued when this step was claimed was started by it (see `start`).
+        if (task.status === 'queued') recordTaskStarted(span, step);
+        return Promise.resolve(stepDefinition.run({ ...context, span }));
+      },
+      extractTraceContext(message.headers, ROOT_CONTEXT),
     );
     // The last progress reported is stored before the outcome (and its event) is.
     await progress.close();

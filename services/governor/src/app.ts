@@ -30,8 +30,10 @@ import {
   createLogger,
   createMetrics,
   startMetricsServer,
+  startTracing,
   type Logger,
   type MetricsServer,
+  type Tracing,
 } from '@sluice/telemetry';
 import type { GovernorConfig } from './config.js';
 import { createDecisionMaker } from './decision-maker.js';
@@ -66,11 +68,18 @@ function newHolderId(): string {
  * Starts a governor replica: migrates the database, connects to NATS, opens the KV buckets and
  * competes for the lease. Resolves once the first lease attempt is over.
  *
+ * Tracing follows the `OTEL_*` variables (`startTracing`), as in every Sluice service; pass
+ * `options.tracing` when the process has started it already (it is then not shut down here).
+ *
  * @param log the root logger (default: a new one at the configured level)
  * @throws when Postgres or NATS cannot be reached or the buckets cannot be opened; everything
  *   opened so far is closed first.
  */
-export async function startGovernor(config: GovernorConfig, log?: Logger): Promise<Governor> {
+export async function startGovernor(
+  config: GovernorConfig,
+  log?: Logger,
+  options: { tracing?: Tracing } = {},
+): Promise<Governor> {
   const logger = log ?? createLogger({ service: 'governor', level: config.SLUICE_LOG_LEVEL });
   const holder = newHolderId();
   await migrateDatabase(config.DATABASE_URL);
@@ -78,6 +87,7 @@ export async function startGovernor(config: GovernorConfig, log?: Logger): Promi
     applicationName: 'sluice-governor',
     max: 2,
   });
+  const tracing = options.tracing ?? startTracing({ serviceName: 'sluice-governor' });
   let nc: NatsConnection | undefined;
   let lease: Lease | undefined;
   let metricsServer: MetricsServer | undefined;
@@ -184,6 +194,7 @@ export async function startGovernor(config: GovernorConfig, log?: Logger): Promi
     await lease?.stop();
     if (nc) await closeNats(nc);
     await database.close();
+    if (!options.tracing) await tracing.shutdown();
     throw error;
   }
 
@@ -202,6 +213,7 @@ export async function startGovernor(config: GovernorConfig, log?: Logger): Promi
         await started.metricsServer.stop();
         await closeNats(started.nc);
         await database.close();
+        if (!options.tracing) await tracing.shutdown();
         logger.info('governor stopped');
       })()),
   };

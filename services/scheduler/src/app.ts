@@ -30,8 +30,10 @@ import {
   createLogger,
   createMetrics,
   startMetricsServer,
+  startTracing,
   type Logger,
   type MetricsServer,
+  type Tracing,
 } from '@sluice/telemetry';
 import { handleAdvisoryBatch } from './advisory-worker.js';
 import { startBatchLoop, type BatchLoop } from './batch-loop.js';
@@ -71,10 +73,20 @@ export const RECONCILER_LEASE_KEY = 'reconciler';
 /** The lease key of the advisory worker (dead letters from JetStream) in the leases bucket. */
 export const DEAD_LETTER_LEASE_KEY = 'dead_letters';
 
-export async function startScheduler(config: SchedulerConfig, log?: Logger): Promise<Scheduler> {
+/**
+ * Starts a scheduler. Tracing follows the `OTEL_*` variables (`startTracing`): dispatches, applied
+ * outcomes, fired timers and settled tasks are spans in their tasks' traces (task-trace.ts). Pass
+ * `options.tracing` when the process has started tracing already (it is then not shut down here).
+ */
+export async function startScheduler(
+  config: SchedulerConfig,
+  log?: Logger,
+  options: { tracing?: Tracing } = {},
+): Promise<Scheduler> {
   const logger = log ?? createLogger({ service: 'scheduler', level: config.SLUICE_LOG_LEVEL });
   await migrateDatabase(config.DATABASE_URL);
   const database = openDatabase(config.DATABASE_URL, { applicationName: 'sluice-scheduler' });
+  const tracing = options.tracing ?? startTracing({ serviceName: 'sluice-scheduler' });
   const loops: BatchLoop[] = [];
   const subscriptions: Subscription[] = [];
   let nc: NatsConnection | undefined;
@@ -147,9 +159,9 @@ export async function startScheduler(config: SchedulerConfig, log?: Logger): Pro
       base: {
         defaultResourceLimit: config.SLUICE_DEFAULT_RESOURCE_LIMIT,
         agingMs: config.SLUICE_PRIORITY_AGING_MS,
+        throttleReserve: config.SLUICE_THROTTLE_RESERVE_PERCENT / 100,
       },
       view: decisions,
-      throttlePerSecond: config.SLUICE_THROTTLE_STEPS_PER_SECOND,
       metrics,
     });
     const dispatcher = startBatchLoop({
@@ -162,7 +174,6 @@ export async function startScheduler(config: SchedulerConfig, log?: Logger): Pro
           js,
           catalog,
           admission: () => admission.settings(),
-          onClaimed: (steps) => admission.claimed(steps),
           onPublishFailed: noticeBusError('dispatch'),
         }),
     });
@@ -225,7 +236,14 @@ export async function startScheduler(config: SchedulerConfig, log?: Logger): Pro
           failFast.wake();
         },
       }),
-      nc.subscribe(catalog.subjects.stepResult, { callback: () => applier.wake() }),
+      // A recorded outcome also ended a step in flight: its slot is free, so a step kept back by
+      // the resource's limit may be admitted now rather than at the next poll.
+      nc.subscribe(catalog.subjects.stepResult, {
+        callback: () => {
+          applier.wake();
+          dispatcher.wake();
+        },
+      }),
       nc.subscribe(catalog.subjects.wake('relay'), { callback: () => relay?.wake() }),
     );
     // Every committed batch of task events notifies this channel, whoever wrote it.
@@ -372,6 +390,7 @@ export async function startScheduler(config: SchedulerConfig, log?: Logger): Pro
     await lease?.stop();
     if (nc) await closeNats(nc);
     await database.close();
+    if (!options.tracing) await tracing.shutdown();
     throw error;
   }
 
@@ -396,6 +415,8 @@ export async function startScheduler(config: SchedulerConfig, log?: Logger): Pro
       await started.metricsServer.stop();
       await closeNats(started.nc);
       await database.close();
+      // Flushes the spans still buffered for export.
+      if (!options.tracing) await tracing.shutdown();
       logger.info('scheduler stopped');
     },
   };

@@ -26,8 +26,8 @@ export const SCHEDULER_ENV = {
    * waited past its due time (so no priority starves while capacity is free); 0 turns aging off.
    */
   SLUICE_PRIORITY_AGING_MS: intVar(30_000, 0, 86_400_000),
-  /** Steps a second one replica admits of a priority the governor throttles. */
-  SLUICE_THROTTLE_STEPS_PER_SECOND: intVar(5, 0, 100_000),
+  /** Percent of each resource's limit a priority the governor throttles leaves free. */
+  SLUICE_THROTTLE_RESERVE_PERCENT: intVar(25, 0, 100),
   /** Leader lease time-to-live of the event relay and of the reconciler. */
   SLUICE_LEASE_TTL_MS: intVar(5_000, 1_000, 300_000),
   /** Longest pause between two reconciler passes (lost steps are found within about this). */

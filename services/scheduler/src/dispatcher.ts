@@ -6,6 +6,10 @@
  *
  * The claim commits before the publish. If the scheduler dies in between, the step stays
  * `dispatched` with no message; the reconciler (recovery issue) re-dispatches such steps.
+ *
+ * Each publication is a messaging `send` span (kind PRODUCER) in the task's trace, a child of the
+ * traceparent stored on the task; its context is what the message's headers carry, so the
+ * executor's work on the step continues from the dispatch that delivered it.
  */
 import type { JetStreamClient } from '@nats-io/jetstream';
 import { headers } from '@nats-io/transport-node';
@@ -26,7 +30,29 @@ import {
   type ClaimedStep,
   type Database,
 } from '@sluice/db';
-import { contextFromTraceparent, type Logger, type Metrics } from '@sluice/telemetry';
+import {
+  ATTR_MESSAGING_DESTINATION_NAME,
+  ATTR_MESSAGING_MESSAGE_ID,
+  ATTR_MESSAGING_OPERATION_NAME,
+  ATTR_MESSAGING_OPERATION_TYPE,
+  ATTR_MESSAGING_SYSTEM,
+  ATTR_PRIORITY,
+  ATTR_RESOURCE,
+  ATTR_STEP,
+  ATTR_TASK_ID,
+  ATTR_TENANT,
+  SpanKind,
+  tracerFor,
+  withContinuedSpan,
+  type Logger,
+  type Metrics,
+} from '@sluice/telemetry';
+import { SCHEDULER_TRACER } from './task-trace.js';
+
+/** The dispatch number of a publication (1 for the first; more after the reconciler's). */
+export const ATTR_DISPATCH = 'sluice.step.dispatch';
+/** The JetStream sequence the publication was stored at. */
+export const ATTR_STREAM_SEQUENCE = 'sluice.jetstream.sequence';
 
 /** What the dispatcher needs. */
 export interface DispatcherDeps {
@@ -41,8 +67,6 @@ export interface DispatcherDeps {
    * the settings of each claim (the governor's decision changes them).
    */
   readonly admission?: AdmissionSettings | (() => AdmissionSettings);
-  /** Sees every batch claimed (the governor's throttles are charged with it). */
-  readonly onClaimed?: (steps: readonly ClaimedStep[]) => void;
   /** Sees each failed publication (a missing stream must be recreated before any can succeed). */
   readonly onPublishFailed?: (error: unknown) => void;
 }
@@ -53,7 +77,6 @@ export async function dispatchBatch(deps: DispatcherDeps): Promise<boolean> {
     typeof deps.admission === 'function' ? deps.admission() : (deps.admission ?? DEFAULT_ADMISSION);
   const claimed = await deps.db.transaction((tx) => claimReadySteps(tx, deps.batchSize, admission));
   if (claimed.length === 0) return false;
-  deps.onClaimed?.(claimed);
   const results = await Promise.allSettled(claimed.map((step) => publish(deps, step)));
   const published: Array<{ stepId: number; dispatch: number; publishSeq: number }> = [];
   const failed: Array<{ stepId: number; dispatch: number }> = [];
@@ -80,23 +103,49 @@ export async function dispatchBatch(deps: DispatcherDeps): Promise<boolean> {
   return claimed.length === deps.batchSize && failed.length === 0;
 }
 
+/**
+ * Publishes one claimed step in its `send <subject>` span; the span's context goes into the
+ * message headers (W3C `traceparent`).
+ */
 async function publish(deps: DispatcherDeps, step: ClaimedStep): Promise<number> {
-  const traceHeaders = step.traceParent
-    ? injectTraceContext(headers(), contextFromTraceparent(step.traceParent))
-    : headers();
-  const ack = await publishDurable(
-    deps.js,
-    deps.catalog.subjects.step(step.resource, step.priority),
-    encodeMessage({
-      type: 'step.dispatch',
-      task_id: step.taskId,
-      step_seq: step.seq,
-      dispatch: step.dispatch,
-      tenant_id: step.tenantId,
-      priority: step.priority,
-      resource: step.resource,
-    }),
-    { msgID: dispatchMsgId(step.taskId, step.seq, step.dispatch), headers: traceHeaders },
+  const subject = deps.catalog.subjects.step(step.resource, step.priority);
+  const msgID = dispatchMsgId(step.taskId, step.seq, step.dispatch);
+  const attributes = {
+    [ATTR_MESSAGING_SYSTEM]: 'nats',
+    [ATTR_MESSAGING_DESTINATION_NAME]: subject,
+    [ATTR_MESSAGING_OPERATION_TYPE]: 'send',
+    [ATTR_MESSAGING_OPERATION_NAME]: 'publish',
+    [ATTR_MESSAGING_MESSAGE_ID]: msgID,
+    [ATTR_TASK_ID]: step.taskId,
+    [ATTR_TENANT]: step.tenantId,
+    [ATTR_STEP]: step.name,
+    [ATTR_RESOURCE]: step.resource,
+    [ATTR_PRIORITY]: priorityLabel(step.priority),
+    [ATTR_DISPATCH]: step.dispatch,
+  };
+  return withContinuedSpan(
+    tracerFor(SCHEDULER_TRACER),
+    step.traceParent,
+    `send ${subject}`,
+    { attributes, kind: SpanKind.PRODUCER },
+    async (span) => {
+      // The active context is the send span's: the consumer's work becomes its child.
+      const ack = await publishDurable(
+        deps.js,
+        subject,
+        encodeMessage({
+          type: 'step.dispatch',
+          task_id: step.taskId,
+          step_seq: step.seq,
+          dispatch: step.dispatch,
+          tenant_id: step.tenantId,
+          priority: step.priority,
+          resource: step.resource,
+        }),
+        { msgID, headers: injectTraceContext(headers()) },
+      );
+      span.setAttribute(ATTR_STREAM_SEQUENCE, ack.seq);
+      return ack.seq;
+    },
   );
-  return ack.seq;
 }

@@ -9,6 +9,9 @@
  *   when it declares one, and otherwise fails the task (with a dead letter when attempts ran out or
  *   another path wrote one) and aborts its other steps;
  * - while a cancel is requested, outcomes start nothing: the settler ends the task once nothing runs.
+ *
+ * Each outcome is applied in a `sluice.scheduler.apply_outcome` span of its task's trace, with its
+ * transitions and scheduled retries as span events (task-trace.ts).
  */
 import {
   assertNever,
@@ -47,8 +50,21 @@ import {
   type TransitionRequest,
   type UnappliedOutcome,
 } from '@sluice/db';
-import type { Logger, Metrics } from '@sluice/telemetry';
+import {
+  ATTR_ERROR_TYPE,
+  ATTR_STEP,
+  ATTR_STEP_ATTEMPT,
+  type Logger,
+  type Metrics,
+} from '@sluice/telemetry';
 import type { RetryBudgetLedger } from './retry-budget-ledger.js';
+import {
+  ATTR_OUTCOME_TYPE,
+  SPAN_APPLY_OUTCOME,
+  inTaskTrace,
+  recordRetryScheduled,
+  recordTransition,
+} from './task-trace.js';
 
 /** What the applier needs. */
 export interface OutcomeApplierDeps {
@@ -91,7 +107,7 @@ export async function applyOutcomeBatch(deps: OutcomeApplierDeps): Promise<boole
     for (const outcome of outcomes) {
       // Every finished attempt counts towards its resource's retry budget (a cancel is not one).
       if (outcome.outcome.type !== 'cancelled') deps.retryBudget?.recordAttempt(outcome.resource);
-      const applied = await applyOne(tx, outcome, deps);
+      const applied = await applyTraced(tx, outcome, deps);
       added ||= applied.stepsAdded;
       if (applied.abortTask) abort.push(outcome.taskId);
       counted.push(applied);
@@ -113,15 +129,34 @@ export async function applyOutcomeBatch(deps: OutcomeApplierDeps): Promise<boole
   return count === deps.batchSize;
 }
 
-async function applyOne(
+/** Applies one outcome in a span of its task's trace. */
+async function applyTraced(
   tx: Transaction,
   recorded: UnappliedOutcome,
   deps: ApplyDeps,
 ): Promise<Applied> {
-  const { log } = deps;
   const task = await lockTask(tx, recorded.taskId);
   if (!task)
     throw new Error(`outcome of step ${recorded.stepId} names unknown task ${recorded.taskId}`);
+  const { outcome } = recorded;
+  const attributes = {
+    [ATTR_STEP]: recorded.name,
+    [ATTR_STEP_ATTEMPT]: recorded.attempts,
+    [ATTR_OUTCOME_TYPE]: outcome.type,
+    ...(outcome.type === 'failed' ? { [ATTR_ERROR_TYPE]: outcome.error.errorClass } : {}),
+  };
+  return inTaskTrace(task, SPAN_APPLY_OUTCOME, attributes, () =>
+    applyOne(tx, task, recorded, deps),
+  );
+}
+
+async function applyOne(
+  tx: Transaction,
+  task: TaskRecord,
+  recorded: UnappliedOutcome,
+  deps: ApplyDeps,
+): Promise<Applied> {
+  const { log } = deps;
   const { outcome } = recorded;
   const isBranch = recorded.fanOutOf !== null;
   if (task.status !== 'running') {
@@ -272,6 +307,13 @@ async function retryOrFail(
   const dueAt = new Date(placement?.dueAt ?? wanted);
   const deferredMs = placement?.deferredMs ?? 0;
   await scheduleStepRetry(tx, recorded.stepId, dueAt);
+  recordRetryScheduled({
+    step: recorded.name,
+    attempt: recorded.attempts,
+    errorClass: error.errorClass,
+    nextAttemptAt: dueAt,
+    deferredMs,
+  });
   const retry = {
     error_class: error.errorClass,
     message: error.message,
@@ -445,6 +487,7 @@ async function fail(
 
 async function transition(tx: Transaction, log: Logger, request: TransitionRequest): Promise<void> {
   const result = await applyTransition(tx, request);
+  recordTransition(request, result);
   // The task row is locked and running, so the table allows every transition asked for here; a
   // refusal is a bug worth seeing, not a race.
   if (!result.ok)

@@ -3,7 +3,8 @@
  * requested pause becomes `paused`, a running task whose only work left is a fan-out branch waiting
  * out its retry backoff shows `failed_retryable` until then, and a task queued again by a retry
  * whose pending work is an approval asks for it again. Runs after each batch of outcomes, and
- * whenever woken.
+ * whenever woken. What it changes, it changes in a `sluice.scheduler.settle` span of the task's
+ * trace, each transition a span event (task-trace.ts).
  */
 import { isErrorClass } from '@sluice/core';
 import {
@@ -19,8 +20,10 @@ import {
   type Database,
   type PendingApproval,
   type Transaction,
+  type TransitionRequest,
 } from '@sluice/db';
 import type { Logger } from '@sluice/telemetry';
+import { SPAN_SETTLE, inTaskTrace, recordTransition, type TracedTask } from './task-trace.js';
 
 /** What the settler needs. */
 export interface SettlerDeps {
@@ -42,45 +45,36 @@ export async function settleBatch(deps: SettlerDeps): Promise<boolean> {
 async function settleOne(tx: Transaction, taskId: string, log: Logger): Promise<void> {
   const task = await lockTask(tx, taskId);
   if (!task) return;
+  const apply = (request: TransitionRequest) => check(log, tx, request);
   if (task.status === 'running' && task.cancelRequested) {
-    await cancelWaitingSteps(tx, task.id);
-    await closeTimers(tx, task.id);
-    await check(
-      log,
-      task.id,
-      applyTransition(tx, {
-        taskId,
-        event: { type: 'cancel_completed' },
-        patch: { currentStep: null },
-      }),
-    );
+    await inTaskTrace(task, SPAN_SETTLE, {}, async () => {
+      await cancelWaitingSteps(tx, task.id);
+      await closeTimers(tx, task.id);
+      await apply({ taskId, event: { type: 'cancel_completed' }, patch: { currentStep: null } });
+    });
   } else if (task.status === 'running' && task.pauseRequested) {
-    await check(log, task.id, applyTransition(tx, { taskId, event: { type: 'pause_completed' } }));
+    await inTaskTrace(task, SPAN_SETTLE, {}, () =>
+      apply({ taskId, event: { type: 'pause_completed' } }),
+    );
   } else if (task.status === 'running') {
-    await showWaitingRetry(tx, taskId, log);
+    await showWaitingRetry(tx, task, log);
   } else if (task.status === 'queued' && task.approval) {
     // Retried after the approval was rejected or the task cancelled while waiting: ask again.
     const approval: PendingApproval = {
       ...task.approval,
       deadline: new Date(Date.now() + task.approval.timeoutMs).toISOString(),
     };
-    await check(
-      log,
-      task.id,
-      applyTransition(tx, { taskId, event: { type: 'start' }, step: approval.step }),
-    );
-    await check(
-      log,
-      task.id,
-      applyTransition(tx, {
+    await inTaskTrace(task, SPAN_SETTLE, {}, async () => {
+      await apply({ taskId, event: { type: 'start' }, step: approval.step });
+      await apply({
         taskId,
         event: { type: 'await_approval' },
         step: approval.step,
         data: { prompt: approval.prompt, deadline: approval.deadline, asked_again: true },
         patch: { approval, currentStep: approval.step },
-      }),
-    );
-    await armApprovalTimer(tx, task.id, approval);
+      });
+      await armApprovalTimer(tx, task.id, approval);
+    });
   }
 }
 
@@ -90,14 +84,13 @@ async function settleOne(tx: Transaction, taskId: string, log: Logger): Promise<
  * task whose single step failed does: `failed_retryable` with the error and the next attempt, and
  * the backoff timer that makes it `queued` again when the branch is due.
  */
-async function showWaitingRetry(tx: Transaction, taskId: string, log: Logger): Promise<void> {
+async function showWaitingRetry(tx: Transaction, task: TracedTask, log: Logger): Promise<void> {
+  const taskId = task.id;
   const waiting = await waitingRetry(tx, taskId);
   if (!waiting) return;
   const errorClass = isErrorClass(waiting.errorClass) ? waiting.errorClass : 'unknown';
-  await check(
-    log,
-    taskId,
-    applyTransition(tx, {
+  await inTaskTrace(task, SPAN_SETTLE, {}, async () => {
+    await check(log, tx, {
       taskId,
       step: waiting.step,
       event: { type: 'fail_retryable' },
@@ -108,17 +101,15 @@ async function showWaitingRetry(tx: Transaction, taskId: string, log: Logger): P
         next_attempt_at: waiting.dueAt.toISOString(),
         waiting_branch: true,
       },
-    }),
-  );
-  await addTimer(tx, { taskId, kind: TimerKind.RetryBackoff, dueAt: waiting.dueAt });
+    });
+    await addTimer(tx, { taskId, kind: TimerKind.RetryBackoff, dueAt: waiting.dueAt });
+  });
 }
 
-async function check(
-  log: Logger,
-  taskId: string,
-  result: ReturnType<typeof applyTransition>,
-): Promise<void> {
-  const applied = await result;
+/** Applies a settling transition, records it on the active span, and logs a refusal. */
+async function check(log: Logger, tx: Transaction, request: TransitionRequest): Promise<void> {
+  const applied = await applyTransition(tx, request);
+  recordTransition(request, applied);
   if (!applied.ok)
-    log.error({ task_id: taskId, reason: applied.reason }, 'settling transition refused');
+    log.error({ task_id: request.taskId, reason: applied.reason }, 'settling transition refused');
 }

@@ -1,6 +1,7 @@
 /**
  * Fires due durable timers (`task_timers`) of the kinds the scheduler owns. Each fires once: it is
- * locked with SKIP LOCKED, acted on and closed in one transaction.
+ * locked with SKIP LOCKED, acted on and closed in one transaction. A timer that changes its task
+ * does so in a `sluice.scheduler.fire_timer` span of the task's trace (task-trace.ts).
  */
 import {
   TimerKind,
@@ -11,8 +12,10 @@ import {
   type Database,
   type TimerRecord,
   type Transaction,
+  type TransitionRequest,
 } from '@sluice/db';
 import type { Logger } from '@sluice/telemetry';
+import { ATTR_TIMER_KIND, SPAN_FIRE_TIMER, inTaskTrace, recordTransition } from './task-trace.js';
 
 /** What the timer firer needs. */
 export interface TimerFirerDeps {
@@ -46,9 +49,19 @@ async function fire(tx: Transaction, timer: TimerRecord, log: Logger): Promise<b
       const task = await lockTask(tx, timer.taskId);
       // Moot when the task was cancelled (or otherwise moved on) while it waited.
       if (!task || task.status !== 'failed_retryable') return false;
-      const result = await applyTransition(tx, { taskId: task.id, event: { type: 'backoff_due' } });
-      if (!result.ok) log.error({ task_id: task.id, reason: result.reason }, 'backoff_due refused');
-      return result.ok;
+      return inTaskTrace(
+        task,
+        SPAN_FIRE_TIMER,
+        { [ATTR_TIMER_KIND]: 'retry_backoff' },
+        async () => {
+          const request: TransitionRequest = { taskId: task.id, event: { type: 'backoff_due' } };
+          const result = await applyTransition(tx, request);
+          recordTransition(request, result);
+          if (!result.ok)
+            log.error({ task_id: task.id, reason: result.reason }, 'backoff_due refused');
+          return result.ok;
+        },
+      );
     }
     case TimerKind.ApprovalTimeout: {
       const task = await lockTask(tx, timer.taskId);
@@ -56,7 +69,7 @@ async function fire(tx: Transaction, timer: TimerRecord, log: Logger): Promise<b
       const current = task?.approval;
       if (!task || task.status !== 'waiting_approval' || !current) return false;
       if (current.deadline !== timer.data?.['deadline']) return false;
-      const result = await applyTransition(tx, {
+      const request: TransitionRequest = {
         taskId: task.id,
         event: { type: 'approval_timeout', onTimeout: current.onTimeout },
         step: current.step,
@@ -72,10 +85,15 @@ async function fire(tx: Transaction, timer: TimerRecord, log: Logger): Promise<b
               },
             }
           : {}),
+      };
+      const attributes = { [ATTR_TIMER_KIND]: 'approval_timeout' };
+      await inTaskTrace(task, SPAN_FIRE_TIMER, attributes, async () => {
+        const result = await applyTransition(tx, request);
+        recordTransition(request, result);
+        if (!result.ok)
+          log.error({ task_id: task.id, reason: result.reason }, 'approval timeout refused');
+        else log.info({ task_id: task.id, on_timeout: current.onTimeout }, 'approval timed out');
       });
-      if (!result.ok)
-        log.error({ task_id: task.id, reason: result.reason }, 'approval timeout refused');
-      else log.info({ task_id: task.id, on_timeout: current.onTimeout }, 'approval timed out');
       return false;
     }
     default:

@@ -325,23 +325,40 @@ describe('governed admission', () => {
     await finish([...held, ...ids]);
   });
 
-  it('caps a throttled priority per claim and fills the rest with others', async () => {
+  it('keeps the reserve of a resource free of throttled priorities, for the others', async () => {
     const resource = 'gov:throttle';
-    const p3 = await makeSteps(resource, 'acme', 3, 6);
-    const p1 = await makeSteps(resource, 'globex', 1, 2);
-    const claimed = await claim(10, { ...settings, priorityCaps: { 3: 2 } });
+    await setResourceLimit(handle.db, resource, 8);
+    const p3 = await makeSteps(resource, 'acme', 3, 10);
+    const throttled = { ...settings, throttledPriorities: [3] as const, throttleReserve: 0.25 };
+    const first = await claim(20, throttled);
     assert.deepEqual(
-      countBy(claimed, (c) => `P${c.priority}`),
-      { P1: 2, P3: 2 },
+      countBy(first, (c) => `P${c.priority}`),
+      { P3: 6 },
+      '8 − ⌈8 × 0.25⌉ = 6',
     );
+    const p1 = await makeSteps(resource, 'globex', 1, 3);
+    const second = await claim(20, throttled);
     assert.deepEqual(
-      claimed.filter((c) => c.priority === 3).map((c) => c.id),
-      p3.slice(0, 2),
-      'the oldest P3 steps first',
+      countBy(second, (c) => `P${c.priority}`),
+      { P1: 2 },
+      'urgent work takes the reserve at once',
     );
-    const none = await claim(10, { ...settings, priorityCaps: { 3: 0 } });
-    assert.equal(none.length, 0);
+    await finish(first.map((c) => c.id));
+    const third = await claim(20, throttled);
+    assert.deepEqual(
+      countBy(third, (c) => `P${c.priority}`),
+      { P1: 1, P3: 3 },
+    );
+    await setResourceLimit(handle.db, resource, 1);
     await finish([...p3, ...p1]);
+    const [alone] = await makeSteps(resource, 'acme', 3, 1);
+    const one = await claim(5, throttled);
+    assert.deepEqual(
+      one.map((c) => c.id),
+      [alone],
+      'a throttle is not a hold: one slot is always left to a throttled priority',
+    );
+    await finish([alone as number]);
   });
 });
 

@@ -42,9 +42,18 @@ export interface AdmissionSettings {
   readonly closedResources?: readonly string[];
   /** Limits by resource below the configured ones (adaptive, overrides, half-open probes). */
   readonly resourceLimits?: Readonly<Record<string, number>>;
-  /** The most steps of a priority this one claim may admit (a governor throttle). */
-  readonly priorityCaps?: Readonly<Partial<Record<Priority, number>>>;
+  /**
+   * Priorities the governor throttles: they may not take the last `throttleReserve` share of a
+   * resource's limit (rounded up, but always leaving them one slot: a throttle is not a hold), which
+   * stays free for the others, so urgent work finds a slot at once.
+   */
+  readonly throttledPriorities?: readonly Priority[];
+  /** Share of each resource's limit, in [0, 1], a throttled priority leaves free (default 0.25). */
+  readonly throttleReserve?: number;
 }
+
+/** Share of a resource's limit a throttled priority leaves free unless configured. */
+export const DEFAULT_THROTTLE_RESERVE = 0.25;
 
 /** Admission as configured by default (the scheduler passes its own configuration). */
 export const DEFAULT_ADMISSION: AdmissionSettings = {
@@ -137,16 +146,15 @@ export function claimReadyStepsStatement(
           sql`, `,
         )})`;
   const governed = JSON.stringify(admission.resourceLimits ?? {});
-  const caps = Object.entries(admission.priorityCaps ?? {}).filter(
-    (entry): entry is [string, number] => entry[1] !== undefined,
-  );
-  const capOf =
-    caps.length === 0
-      ? sql`null::int`
-      : sql`case x.priority ${sql.join(
-          caps.map(([priority, cap]) => sql`when ${Number(priority)}::smallint then ${cap}::int`),
-          sql` `,
-        )} end`;
+  const throttled = admission.throttledPriorities ?? [];
+  const reserve = Math.min(1, Math.max(0, admission.throttleReserve ?? DEFAULT_THROTTLE_RESERVE));
+  const withinThrottle =
+    throttled.length === 0
+      ? sql`true`
+      : sql`(x.priority not in (${sql.join(
+          throttled.map((priority) => sql`${priority}::smallint`),
+          sql`, `,
+        )}) or x.resource_rank <= x.room - least(ceil(x.max_in_flight * ${reserve}::numeric), x.max_in_flight - 1))`;
   const effective =
     admission.agingMs > 0
       ? sql`greatest(0, s.priority - floor(extract(epoch from now() - s.due_at) * 1000 / ${admission.agingMs}::numeric)::int)`
@@ -165,14 +173,20 @@ export function claimReadyStepsStatement(
         and s.resource in (select resource from groups)
       group by s.resource, s.tenant_id
     ),
-    room as (
+    limits as (
       select r.resource,
         least(
           coalesce(l.max_in_flight, ${admission.defaultResourceLimit}::int),
           coalesce((${governed}::jsonb ->> r.resource)::int, 2147483647)
-        ) - coalesce((select sum(f.n) from in_flight f where f.resource = r.resource), 0) as room
+        ) as max_in_flight
       from (select distinct resource from groups) r
       left join resource_limits l on l.resource = r.resource
+    ),
+    room as (
+      select l.resource, l.max_in_flight,
+        l.max_in_flight
+          - coalesce((select sum(f.n) from in_flight f where f.resource = l.resource), 0) as room
+      from limits l
     ),
     -- Only the oldest \`room\` steps of each (resource, tenant, priority) can be admitted: within one
     -- priority, older means at least as urgent after aging. So the claim reads at most that many
@@ -231,19 +245,17 @@ export function claimReadyStepsStatement(
       where p.cap is null or p.position <= p.cap
     ),
     admitted as (
-      select o.*, row_number() over (
-          partition by o.priority
-          order by o.effective, (o.position <= o.floor) desc, o.position - o.floor, o.due_at, o.id
-        ) as priority_rank
+      select o.*, room.room, room.max_in_flight
       from ordered o
       join room on room.resource = o.resource
       where o.resource_rank <= room.room
     ),
-    -- A throttled priority admits at most its cap in this claim, whatever room there is.
+    -- A throttled priority is admitted only below the resource's reserve: the rank counts every
+    -- more urgent step before it, so the reserve stays free for them.
     chosen as (
       select x.id
       from admitted x
-      where ${capOf} is null or x.priority_rank <= ${capOf}
+      where ${withinThrottle}
       order by x.effective, (x.position <= x.floor) desc, x.position - x.floor, x.due_at, x.id
       limit ${limit}
     ),

@@ -6,6 +6,10 @@
  * - a rejection because Postgres cannot be reached answers `UNAVAILABLE` (retry later);
  * - any other rejection is logged and answers `INTERNAL` with a generic message;
  * - a unary handler still running at its deadline answers `UNAVAILABLE` then.
+ *
+ * Each unary call is an RPC server span (rpc-span.ts), active while its handler runs, so the spans
+ * a handler opens (the task's create span) are its children — and, when the caller sent a
+ * `traceparent`, part of the caller's trace.
  */
 import type { EventEmitter } from 'node:events';
 import { status } from '@grpc/grpc-js';
@@ -17,6 +21,8 @@ import type {
 } from '@grpc/grpc-js';
 import { isDatabaseUnavailable } from '@sluice/db';
 import type { Logger } from '@sluice/telemetry';
+import { context as otelContext } from '@opentelemetry/api';
+import { startRpcServerSpan } from './rpc-span.js';
 import { cancelled, internal, isGrpcError, unavailable } from './status.js';
 import type { GrpcError } from './status.js';
 
@@ -88,14 +94,17 @@ export function adaptUnary<Req, Res>(
 ): handleUnaryCall<Req, Res> {
   return (call, callback) => {
     const started = performance.now();
+    const rpcSpan = startRpcServerSpan(path, call.metadata);
     const cancellation = watchCancellation(call, undefined);
     const deadlineMs = env.unaryDeadlineMs ?? DEFAULT_UNARY_DEADLINE_MS;
     const run = async (): Promise<{ response: Res } | { error: GrpcError }> => {
       let timer: NodeJS.Timeout | undefined;
-      const handled = method(call, { signal: cancellation.signal }).then(
-        (response) => ({ response }),
-        (err: unknown) => ({ error: toGrpcError(err, path, env.logger) }),
-      );
+      const handled = otelContext
+        .with(rpcSpan.context, () => method(call, { signal: cancellation.signal }))
+        .then(
+          (response) => ({ response }),
+          (err: unknown) => ({ error: toGrpcError(err, path, env.logger) }),
+        );
       const overdue = new Promise<{ error: GrpcError }>((resolve) => {
         timer = setTimeout(() => {
           env.logger.warn({ method: path, deadline_ms: deadlineMs }, 'gRPC handler overdue');
@@ -118,6 +127,7 @@ export function adaptUnary<Req, Res>(
             : status.OK;
         if ('error' in outcome) callback(outcome.error);
         else callback(null, outcome.response);
+        rpcSpan.end(code, 'error' in outcome ? outcome.error.details : undefined);
         report(env, {
           method: path,
           code,
@@ -125,7 +135,10 @@ export function adaptUnary<Req, Res>(
           streaming: false,
         });
       })
-      .catch((err: unknown) => env.logger.error({ err, method: path }, 'gRPC answer failed'));
+      .catch((err: unknown) => {
+        rpcSpan.end(status.INTERNAL, 'the answer failed');
+        env.logger.error({ err, method: path }, 'gRPC answer failed');
+      });
   };
 }
 

@@ -30,10 +30,17 @@ import {
 import type { Tracer } from '@opentelemetry/api';
 import {
   ATTR_PRIORITY,
+  ATTR_TASK_EVENT,
+  ATTR_TASK_ID,
+  ATTR_TASK_STATUS_FROM,
+  ATTR_TASK_STATUS_TO,
   ATTR_TASK_TYPE,
   ATTR_TENANT,
+  EVENT_TASK_TRANSITION,
+  activeSpan,
   traceIdOf,
   traceparentOfActiveSpan,
+  withContinuedSpan,
   withSpan,
   type Logger,
   type Metrics,
@@ -140,7 +147,9 @@ export function createTaskService(deps: TaskServiceDeps): Partial<TaskServiceHan
     }
   };
   /** The task as the API shows it, with its queue standing when it waits to start. */
-  const describe = async (tenantId: string, taskId: string) => {
+  const describe = async (tenantId: string, taskId: string) =>
+    (await describeRecord(tenantId, taskId)).api;
+  const describeRecord = async (tenantId: string, taskId: string) => {
     const task = await requireTask(tenantId, taskId);
     // A retry whose backoff is over waits for admission like any ready step.
     const waits = ['queued', 'running', 'failed_retryable'].includes(task.status);
@@ -152,11 +161,51 @@ export function createTaskService(deps: TaskServiceDeps): Partial<TaskServiceHan
       standing && decision
         ? waitingReason(decision, task.priority as Priority, standing.resource)
         : '';
-    return taskToApi(
+    const api = taskToApi(
       task,
       task.status === 'queued' ? standing : undefined,
       nextAttempt,
       waitingFor,
+    );
+    return { record: task, api };
+  };
+
+  /**
+   * Runs a person's or caller's lifecycle request (`action`: cancel, pause, resume, retry, approve,
+   * reject) in a `sluice.task.<action>` span of the task's own trace — a child of its stored
+   * traceparent, linked to the RPC span of the request, which belongs to the caller's trace — with
+   * the state change as an event, and answers with the task as it is then.
+   */
+  const inTaskTrace = async (
+    tenantId: string,
+    taskId: string,
+    action: string,
+    run: () => Promise<LifecycleResult>,
+  ) => {
+    const before = await requireTask(tenantId, taskId);
+    const request = activeSpan()?.spanContext();
+    return withContinuedSpan(
+      deps.tracer,
+      before.traceParent,
+      `sluice.task.${action}`,
+      {
+        attributes: {
+          [ATTR_TASK_ID]: taskId,
+          [ATTR_TENANT]: tenantId,
+          [ATTR_TASK_TYPE]: before.type,
+        },
+        ...(request ? { links: [{ context: request }] } : {}),
+      },
+      async (span) => {
+        settle(await run(), taskId);
+        const after = await describeRecord(tenantId, taskId);
+        span.addEvent(EVENT_TASK_TRANSITION, {
+          [ATTR_TASK_EVENT]: action,
+          [ATTR_TASK_STATUS_FROM]: before.status,
+          [ATTR_TASK_STATUS_TO]: after.record.status,
+        });
+        return { task: after.api };
+      },
     );
   };
 
@@ -199,11 +248,11 @@ export function createTaskService(deps: TaskServiceDeps): Partial<TaskServiceHan
         [ATTR_TASK_TYPE]: taskType.name,
         [ATTR_PRIORITY]: `P${priority}`,
       };
-      const result = await withSpan(deps.tracer, 'sluice.task.create', attributes, async () => {
+      const result = await withSpan(deps.tracer, 'sluice.task.create', attributes, async (span) => {
         // The root span of the task's trace: stored on the task, continued by every later step.
         const traceParent = traceparentOfActiveSpan();
         try {
-          return await submitTask(deps.db, {
+          const submitted = await submitTask(deps.db, {
             tenantId,
             taskType,
             priority,
@@ -211,6 +260,15 @@ export function createTaskService(deps: TaskServiceDeps): Partial<TaskServiceHan
             ...(key === '' ? {} : { idempotencyKey: key }),
             ...(traceParent ? { traceParent, traceId: traceIdOf(traceParent) } : {}),
           });
+          if (submitted.kind === 'created') {
+            // The first state change of the task's history, as every later one is.
+            span.setAttribute(ATTR_TASK_ID, submitted.task.id);
+            span.addEvent(EVENT_TASK_TRANSITION, {
+              [ATTR_TASK_EVENT]: 'create',
+              [ATTR_TASK_STATUS_TO]: submitted.task.status,
+            });
+          }
+          return submitted;
         } catch (error) {
           if (isSluiceError(error) && error.code === 'already_exists') {
             throw alreadyExists(error.message);
@@ -291,33 +349,34 @@ export function createTaskService(deps: TaskServiceDeps): Partial<TaskServiceHan
       const { tenantId } = await authenticate(call.metadata);
       const { task_id: taskId, reason } = call.request;
       checkTaskId(taskId);
-      settle(await cancelTask(deps.db, { tenantId, taskId }, reason), taskId);
+      const answer = await inTaskTrace(tenantId, taskId, 'cancel', () =>
+        cancelTask(deps.db, { tenantId, taskId }, reason),
+      );
       deps.metrics.cancellations.inc();
-      return { task: await describe(tenantId, taskId) };
+      return answer;
     },
 
     async PauseTask(call) {
       const { tenantId } = await authenticate(call.metadata);
       const taskId = call.request.task_id;
       checkTaskId(taskId);
-      settle(await pauseTask(deps.db, { tenantId, taskId }), taskId);
-      return { task: await describe(tenantId, taskId) };
+      return inTaskTrace(tenantId, taskId, 'pause', () => pauseTask(deps.db, { tenantId, taskId }));
     },
 
     async ResumeTask(call) {
       const { tenantId } = await authenticate(call.metadata);
       const taskId = call.request.task_id;
       checkTaskId(taskId);
-      settle(await resumeTask(deps.db, { tenantId, taskId }), taskId);
-      return { task: await describe(tenantId, taskId) };
+      return inTaskTrace(tenantId, taskId, 'resume', () =>
+        resumeTask(deps.db, { tenantId, taskId }),
+      );
     },
 
     async RetryTask(call) {
       const { tenantId } = await authenticate(call.metadata);
       const taskId = call.request.task_id;
       checkTaskId(taskId);
-      settle(await retryTask(deps.db, { tenantId, taskId }), taskId);
-      return { task: await describe(tenantId, taskId) };
+      return inTaskTrace(tenantId, taskId, 'retry', () => retryTask(deps.db, { tenantId, taskId }));
     },
 
     async ApproveTask(call) {
@@ -330,8 +389,9 @@ export function createTaskService(deps: TaskServiceDeps): Partial<TaskServiceHan
           `comment must be at most ${MAX_COMMENT_LENGTH} characters`,
         );
       }
-      settle(await decideApproval(deps.db, { tenantId, taskId }, { approved, comment }), taskId);
-      return { task: await describe(tenantId, taskId) };
+      return inTaskTrace(tenantId, taskId, approved ? 'approve' : 'reject', () =>
+        decideApproval(deps.db, { tenantId, taskId }, { approved, comment }),
+      );
     },
 
     async WatchTask(call, context) {

@@ -28,7 +28,7 @@ describe('waitingReason', () => {
     );
     assert.match(
       waitingReason(under({ throttle: [2] }), 2, 'llm'),
-      /P2 is admitted at a limited rate/,
+      /P2 is throttled by the governor/,
     );
   });
 });

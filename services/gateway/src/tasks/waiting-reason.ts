@@ -23,7 +23,7 @@ export function waitingReason(
     return `the circuit breaker of ${resource} is half-open: only probe calls go through`;
   }
   if (listsPriority(decision.throttle, priority)) {
-    return `P${priority} is admitted at a limited rate by the governor under load (${cause})`;
+    return `P${priority} is throttled by the governor under load (${cause}): it may not use the slots kept free for more urgent work`;
   }
   return '';
 }

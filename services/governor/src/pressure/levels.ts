@@ -8,7 +8,7 @@
  *
  * | level | action |
  * |---|---|
- * | throttle | P3 admitted at a limited rate |
+ * | throttle | P3 kept out of the last share of each resource's limit (the scheduler's reserve) |
  * | degrade | P2 and P3 handlers told to take their degraded path |
  * | hold_p3 | P3 not admitted (P2 throttled) |
  * | hold_p2 | P2 and P3 not admitted |

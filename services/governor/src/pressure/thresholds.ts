@@ -45,12 +45,13 @@ export const DEFAULT_THRESHOLDS: ThresholdTable = {
   queue_depth: { thresholds: [level('reject', 50_000, 20_000)] },
   // Busy slots over slots of a resource's executors.
   worker_busy_ratio: { thresholds: [level('throttle', 0.95, 0.8)] },
-  // Share of LLM calls answered 429 over the report window.
+  // Share of LLM calls answered 429 over the report window. The executors' AIMD probes past the
+  // provider's limit by design (a few % of 429s in the steady state), so throttling starts above it.
   llm_rate_limit: {
     thresholds: [
-      level('throttle', 0.05, 0.02),
-      level('degrade', 0.15, 0.05),
-      level('hold_p3', 0.3, 0.1),
+      level('throttle', 0.1, 0.05),
+      level('degrade', 0.2, 0.1),
+      level('hold_p3', 0.35, 0.15),
     ],
   },
   // Tool errors feed the tool's circuit breaker, not the admission level.

@@ -1,0 +1,248 @@
+/**
+ * Where a service's spans go, read from the standard OpenTelemetry environment variables, so an
+ * operator points every Sluice service at Jaeger (or any OTLP collector) the same way they would
+ * any other OpenTelemetry program — no Sluice-specific settings.
+ *
+ * {@link traceExportConfigFromEnv} reads the variables into a plain value (what the unit tests
+ * check); {@link createSampler} and {@link createSpanProcessors} turn that value into SDK objects
+ * for `startTracing`. The variables are read from an explicit environment, not from whatever the
+ * SDK finds in `process.env`, so a test can configure one tracer without touching the process.
+ *
+ * Without an endpoint and without `OTEL_TRACES_EXPORTER`, nothing is exported (spans are still
+ * created and propagated, so ids reach logs, messages and task rows).
+ */
+import { diag } from '@opentelemetry/api';
+import { OTLPTraceExporter as OtlpGrpcTraceExporter } from '@opentelemetry/exporter-trace-otlp-grpc';
+import { OTLPTraceExporter as OtlpProtoTraceExporter } from '@opentelemetry/exporter-trace-otlp-proto';
+import {
+  AlwaysOffSampler,
+  AlwaysOnSampler,
+  BatchSpanProcessor,
+  ConsoleSpanExporter,
+  ParentBasedSampler,
+  SimpleSpanProcessor,
+  TraceIdRatioBasedSampler,
+} from '@opentelemetry/sdk-trace-base';
+import type { Sampler, SpanProcessor } from '@opentelemetry/sdk-trace-base';
+
+/** An environment to read the `OTEL_*` variables from, e.g. `process.env`. */
+export type Environment = Readonly<Record<string, string | undefined>>;
+
+/** The OTLP transports Sluice exports over (`OTEL_EXPORTER_OTLP_PROTOCOL`). */
+export type OtlpProtocol = 'http/protobuf' | 'grpc';
+
+/** One place finished spans go. */
+export type TraceExporterConfig =
+  | { readonly kind: 'console' }
+  | {
+      readonly kind: 'otlp';
+      readonly protocol: OtlpProtocol;
+      /** The full URL (`…/v1/traces`) for HTTP; the gRPC target (`http://host:4317`) for gRPC. */
+      readonly url: string;
+      /** From `OTEL_EXPORTER_OTLP_HEADERS` and `…_TRACES_HEADERS` (the latter wins). */
+      readonly headers: Readonly<Record<string, string>>;
+    };
+
+/** The samplers of `OTEL_TRACES_SAMPLER` Sluice supports. */
+export const SAMPLER_NAMES = [
+  'always_on',
+  'always_off',
+  'traceidratio',
+  'parentbased_always_on',
+  'parentbased_always_off',
+  'parentbased_traceidratio',
+] as const;
+export type SamplerName = (typeof SAMPLER_NAMES)[number];
+
+/** The tracing configuration of one process, as read from its environment. */
+export interface TraceExportConfig {
+  /** `OTEL_SDK_DISABLED=true`: no SDK at all; spans are no-ops and carry no ids. */
+  readonly disabled: boolean;
+  /** `OTEL_SERVICE_NAME`, else the service's own default. */
+  readonly serviceName: string;
+  /** Where spans go; empty: nowhere (the default without an endpoint). */
+  readonly exporters: readonly TraceExporterConfig[];
+  readonly sampler: SamplerName;
+  /** `OTEL_TRACES_SAMPLER_ARG` for the ratio samplers, in [0, 1]; default 1. */
+  readonly samplerRatio: number;
+  /** How long the batch processor waits before sending what it has (`OTEL_BSP_SCHEDULE_DELAY`). */
+  readonly scheduleDelayMs: number;
+}
+
+/**
+ * Default `OTEL_BSP_SCHEDULE_DELAY`, in ms: shorter than the SDK's 5 s, so a task's spans show up in
+ * Jaeger about when its events do; at Sluice's span rate a batch a second is cheap.
+ */
+export const DEFAULT_BSP_SCHEDULE_DELAY_MS = 1_000;
+
+/** The OTLP endpoints the specification gives as defaults, per protocol. */
+const DEFAULT_ENDPOINT: Record<OtlpProtocol, string> = {
+  'http/protobuf': 'http://localhost:4318',
+  grpc: 'http://localhost:4317',
+};
+
+/**
+ * Reads the tracing configuration from `env`:
+ *
+ * - `OTEL_SDK_DISABLED=true` turns tracing off altogether.
+ * - `OTEL_SERVICE_NAME` overrides `defaultServiceName`.
+ * - `OTEL_TRACES_EXPORTER`: a comma-separated list of `otlp`, `console`, `none`. Unset, it is
+ *   `otlp` when an endpoint variable is set and `none` otherwise.
+ * - `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` (used as is) or `OTEL_EXPORTER_OTLP_ENDPOINT` (HTTP appends
+ *   `/v1/traces`); `OTEL_EXPORTER_OTLP_TRACES_PROTOCOL` / `OTEL_EXPORTER_OTLP_PROTOCOL`
+ *   (`http/protobuf`, the default, or `grpc`); `OTEL_EXPORTER_OTLP_HEADERS` /
+ *   `OTEL_EXPORTER_OTLP_TRACES_HEADERS` (`key=value,…`, values URL-encoded).
+ * - `OTEL_TRACES_SAMPLER` / `OTEL_TRACES_SAMPLER_ARG`; default `parentbased_always_on`.
+ * - `OTEL_BSP_SCHEDULE_DELAY` in ms; default {@link DEFAULT_BSP_SCHEDULE_DELAY_MS}.
+ *
+ * An unknown value is reported through the OpenTelemetry diagnostic logger and replaced by the
+ * default, as the SDKs do: a typo in a tracing variable must not stop a service.
+ */
+export function traceExportConfigFromEnv(
+  env: Environment,
+  defaultServiceName: string,
+): TraceExportConfig {
+  const sampler = samplerOf(env);
+  return {
+    disabled: text(env, 'OTEL_SDK_DISABLED')?.toLowerCase() === 'true',
+    serviceName: text(env, 'OTEL_SERVICE_NAME') ?? defaultServiceName,
+    exporters: exportersOf(env),
+    sampler,
+    samplerRatio: ratioOf(env, sampler),
+    scheduleDelayMs: delayOf(env),
+  };
+}
+
+/** The sampler `config` names. */
+export function createSampler(
+  config: Pick<TraceExportConfig, 'sampler' | 'samplerRatio'>,
+): Sampler {
+  switch (config.sampler) {
+    case 'always_on':
+      return new AlwaysOnSampler();
+    case 'always_off':
+      return new AlwaysOffSampler();
+    case 'traceidratio':
+      return new TraceIdRatioBasedSampler(config.samplerRatio);
+    case 'parentbased_always_on':
+      return new ParentBasedSampler({ root: new AlwaysOnSampler() });
+    case 'parentbased_always_off':
+      return new ParentBasedSampler({ root: new AlwaysOffSampler() });
+    case 'parentbased_traceidratio':
+      return new ParentBasedSampler({ root: new TraceIdRatioBasedSampler(config.samplerRatio) });
+  }
+}
+
+/**
+ * One processor per exporter of `config`: a `BatchSpanProcessor` around each OTLP exporter (so a
+ * slow collector never holds up a request), a `SimpleSpanProcessor` around the console one (so
+ * what is printed is printed at once).
+ */
+export function createSpanProcessors(
+  config: Pick<TraceExportConfig, 'exporters' | 'scheduleDelayMs'>,
+): SpanProcessor[] {
+  return config.exporters.map((exporter) => {
+    if (exporter.kind === 'console') return new SimpleSpanProcessor(new ConsoleSpanExporter());
+    const spanExporter =
+      exporter.protocol === 'grpc'
+        ? // gRPC metadata (the headers) and TLS credentials are read by the exporter itself from
+          // the same variables in `process.env`: building `Metadata` needs `@grpc/grpc-js`.
+          new OtlpGrpcTraceExporter({ url: exporter.url })
+        : new OtlpProtoTraceExporter({ url: exporter.url, headers: { ...exporter.headers } });
+    return new BatchSpanProcessor(spanExporter, { scheduledDelayMillis: config.scheduleDelayMs });
+  });
+}
+
+function text(env: Environment, name: string): string | undefined {
+  const value = env[name]?.trim();
+  return value === undefined || value === '' ? undefined : value;
+}
+
+function exportersOf(env: Environment): TraceExporterConfig[] {
+  const endpoint =
+    text(env, 'OTEL_EXPORTER_OTLP_TRACES_ENDPOINT') ?? text(env, 'OTEL_EXPORTER_OTLP_ENDPOINT');
+  const listed = text(env, 'OTEL_TRACES_EXPORTER');
+  const names = (listed ?? (endpoint === undefined ? 'none' : 'otlp'))
+    .split(',')
+    .map((name) => name.trim().toLowerCase())
+    .filter((name) => name !== '');
+  if (names.includes('none')) return [];
+  const exporters: TraceExporterConfig[] = [];
+  for (const name of new Set(names)) {
+    if (name === 'console') exporters.push({ kind: 'console' });
+    else if (name === 'otlp') exporters.push(otlpOf(env));
+    else diag.warn(`OTEL_TRACES_EXPORTER: unsupported exporter "${name}" ignored`);
+  }
+  return exporters;
+}
+
+function otlpOf(env: Environment): TraceExporterConfig {
+  const protocol = protocolOf(env);
+  const tracesEndpoint = text(env, 'OTEL_EXPORTER_OTLP_TRACES_ENDPOINT');
+  const endpoint = text(env, 'OTEL_EXPORTER_OTLP_ENDPOINT') ?? DEFAULT_ENDPOINT[protocol];
+  const url =
+    tracesEndpoint ??
+    (protocol === 'grpc' ? endpoint : `${endpoint.replace(/\/+$/, '')}/v1/traces`);
+  return {
+    kind: 'otlp',
+    protocol,
+    url,
+    headers: {
+      ...headersOf(text(env, 'OTEL_EXPORTER_OTLP_HEADERS')),
+      ...headersOf(text(env, 'OTEL_EXPORTER_OTLP_TRACES_HEADERS')),
+    },
+  };
+}
+
+function protocolOf(env: Environment): OtlpProtocol {
+  const name = 'OTEL_EXPORTER_OTLP_TRACES_PROTOCOL';
+  const value = text(env, name) ?? text(env, 'OTEL_EXPORTER_OTLP_PROTOCOL');
+  if (value === undefined || value === 'http/protobuf') return 'http/protobuf';
+  if (value === 'grpc') return 'grpc';
+  diag.warn(`OTEL_EXPORTER_OTLP_PROTOCOL: unsupported "${value}", using http/protobuf`);
+  return 'http/protobuf';
+}
+
+/** `key1=value1,key2=value2` (W3C baggage format, values URL-encoded); bad pairs are dropped. */
+function headersOf(value: string | undefined): Record<string, string> {
+  const headers: Record<string, string> = {};
+  for (const pair of value?.split(',') ?? []) {
+    const at = pair.indexOf('=');
+    if (at <= 0) continue;
+    const key = pair.slice(0, at).trim();
+    try {
+      headers[decodeURIComponent(key)] = decodeURIComponent(pair.slice(at + 1).trim());
+    } catch {
+      diag.warn(`OTEL_EXPORTER_OTLP_HEADERS: malformed header "${key}" ignored`);
+    }
+  }
+  return headers;
+}
+
+function samplerOf(env: Environment): SamplerName {
+  const value = text(env, 'OTEL_TRACES_SAMPLER')?.toLowerCase();
+  if (value === undefined) return 'parentbased_always_on';
+  if ((SAMPLER_NAMES as readonly string[]).includes(value)) return value as SamplerName;
+  diag.warn(`OTEL_TRACES_SAMPLER: unsupported "${value}", using parentbased_always_on`);
+  return 'parentbased_always_on';
+}
+
+function ratioOf(env: Environment, sampler: SamplerName): number {
+  const value = text(env, 'OTEL_TRACES_SAMPLER_ARG');
+  if (value === undefined) return 1;
+  const ratio = Number(value);
+  if (Number.isFinite(ratio) && ratio >= 0 && ratio <= 1) return ratio;
+  if (sampler.endsWith('traceidratio')) {
+    diag.warn(`OTEL_TRACES_SAMPLER_ARG: "${value}" is not a ratio in [0, 1], using 1`);
+  }
+  return 1;
+}
+
+function delayOf(env: Environment): number {
+  const value = text(env, 'OTEL_BSP_SCHEDULE_DELAY');
+  if (value === undefined) return DEFAULT_BSP_SCHEDULE_DELAY_MS;
+  const delay = Number(value);
+  if (Number.isInteger(delay) && delay >= 0) return delay;
+  diag.warn(`OTEL_BSP_SCHEDULE_DELAY: "${value}" is not a number of ms, using the default`);
+  return DEFAULT_BSP_SCHEDULE_DELAY_MS;
+}
