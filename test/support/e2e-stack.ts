@@ -3,6 +3,10 @@
  * with an API key, the whole stack (test/support/stack.ts) on a unique prefix, and a gRPC client
  * of that tenant. What a test needs besides (fake servers, task modules, more tenants) it sets up
  * itself around this.
+ *
+ * The tenant key it creates is registered in test/support/secrets.ts (so is the LLM key, by the
+ * stack): stopping fails when a service printed one. Keys a test makes itself are found by their
+ * shape; {@link E2eStack.createApiKey} also registers them by name.
  */
 import { natsUrl, uniquePrefix } from '@sluice/bus/testing';
 import {
@@ -14,6 +18,7 @@ import {
 } from '@sluice/db';
 import { createTestDatabase, migratedTemplate, type TestDatabase } from '@sluice/db/testing';
 import { createTaskClient, type TaskClient } from '@sluice/sdk/client';
+import { registerSecret } from './secrets.js';
 import { startStack, type Stack, type StackOptions } from './stack.js';
 
 /**
@@ -49,9 +54,13 @@ export interface E2eStack {
   readonly prefix: string;
   readonly stack: Stack;
   readonly client: TaskClient;
+  /** Creates another API key (of an existing tenant) and registers it as a secret. */
+  createApiKey(options: { tenantId: string; isAdmin?: boolean }): Promise<string>;
   /**
    * Closes the client, stops the services (deleting the prefix's streams and buckets), closes
    * the handle and drops the database; resolves with the services' exit codes by name.
+   *
+   * @throws SecretLeakError when a service printed a secret (after all of that is done).
    */
   stop(): Promise<Record<string, number | null>>;
   [Symbol.asyncDispose](): Promise<void>;
@@ -69,6 +78,7 @@ export async function startE2eStack(options: E2eStackOptions): Promise<E2eStack>
   try {
     await createTenant(handle.db, { id: tenantId });
     const apiKey = await createApiKey(handle.db, { tenantId });
+    registerSecret(apiKey, `API key of tenant ${tenantId}`);
     const prefix = uniquePrefix(options.label);
     const running = await startStack({
       natsUrl: natsUrl(),
@@ -84,10 +94,12 @@ export async function startE2eStack(options: E2eStackOptions): Promise<E2eStack>
     const client = createTaskClient({ address: running.grpcAddress, apiKey });
     const stop = async () => {
       client.close();
-      const exits = await running.stop();
-      await handle.close();
-      await database.drop();
-      return exits;
+      try {
+        return await running.stop();
+      } finally {
+        await handle.close();
+        await database.drop();
+      }
     };
     return {
       database,
@@ -97,13 +109,21 @@ export async function startE2eStack(options: E2eStackOptions): Promise<E2eStack>
       prefix,
       stack: running,
       client,
+      async createApiKey(keyOptions) {
+        const key = await createApiKey(handle.db, keyOptions);
+        registerSecret(
+          key,
+          `${keyOptions.isAdmin === true ? 'admin ' : ''}API key of tenant ${keyOptions.tenantId}`,
+        );
+        return key;
+      },
       stop,
       async [Symbol.asyncDispose]() {
         await stop();
       },
     };
   } catch (error) {
-    await stack?.stop();
+    await stack?.stop().catch(() => undefined);
     await handle.close();
     await database.drop();
     throw error;

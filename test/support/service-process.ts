@@ -1,11 +1,15 @@
 /**
  * A Sluice service started as a real child process (`node --import tsx services/<x>/src/main.ts`),
  * with its JSON log lines parsed so tests can wait for what it reports.
+ *
+ * Stopping one checks its whole output for secrets (test/support/secrets.ts): a service that
+ * printed an API key, an LLM key or a password fails the stop, and so the test file that ran it.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createInterface } from 'node:readline';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { SecretLeakError, findSecretLeaks } from './secrets.js';
 
 /** The repository root. */
 export const REPO_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
@@ -25,11 +29,18 @@ export interface ServiceProcessOptions {
   readonly echo?: boolean;
 }
 
+/** How long a stop waits, after the exit, for the last output lines to be read. */
+const OUTPUT_DRAIN_MS = 2_000;
+
 /** A running (or exited) service process. */
 export class ServiceProcess {
   readonly lines: LogLine[] = [];
+  /** Every stdout line as written (what {@link lines} parses), for checks on the raw text. */
+  readonly stdout: string[] = [];
   readonly stderr: string[] = [];
   readonly exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+  /** Resolves when the child's stdout and stderr are closed: every line has been read. */
+  private readonly closed: Promise<void>;
   private readonly child: ChildProcess;
   private readonly watchers = new Set<() => void>();
 
@@ -46,8 +57,10 @@ export class ServiceProcess {
         resolve({ code, signal });
       }),
     );
+    this.closed = new Promise((resolve) => this.child.once('close', () => resolve()));
     createInterface({ input: this.child.stdout! }).on('line', (line) => {
       if (options.echo) console.log(`[${options.name}] ${line}`);
+      this.stdout.push(line);
       this.lines.push(parseLine(line));
       this.notify();
     });
@@ -104,16 +117,46 @@ export class ServiceProcess {
     if (this.running) this.child.kill(signal);
   }
 
-  /** Stops it with SIGTERM, escalating to SIGKILL after `graceMs`; resolves with the exit. */
+  /**
+   * Stops it with SIGTERM, escalating to SIGKILL after `graceMs`; resolves with the exit once its
+   * output is read to the end.
+   *
+   * @throws SecretLeakError when a line of its output holds a registered secret or an API key
+   *   (see {@link assertNoSecretLeaks}); the process is stopped all the same.
+   */
   async stop(graceMs = 10_000): Promise<{ code: number | null; signal: NodeJS.Signals | null }> {
-    if (!this.running) return this.exited;
-    this.kill('SIGTERM');
-    const timer = setTimeout(() => this.kill('SIGKILL'), graceMs);
-    try {
-      return await this.exited;
-    } finally {
-      clearTimeout(timer);
+    if (this.running) {
+      this.kill('SIGTERM');
+      const timer = setTimeout(() => this.kill('SIGKILL'), graceMs);
+      try {
+        await this.exited;
+      } finally {
+        clearTimeout(timer);
+      }
     }
+    const exit = await this.exited;
+    await this.outputRead();
+    this.assertNoSecretLeaks();
+    return exit;
+  }
+
+  /**
+   * Throws a {@link SecretLeakError} naming this service and the offending lines (secrets masked)
+   * when its output so far holds a secret of test/support/secrets.ts.
+   */
+  assertNoSecretLeaks(): void {
+    const leaks = findSecretLeaks({ stdout: this.stdout, stderr: this.stderr });
+    if (leaks.length > 0) throw new SecretLeakError(this.options.name, leaks);
+  }
+
+  /** Waits (briefly: a grandchild may hold the pipes) until the output is read to its end. */
+  private async outputRead(): Promise<void> {
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([
+      this.closed,
+      new Promise<void>((resolve) => (timer = setTimeout(resolve, OUTPUT_DRAIN_MS))),
+    ]);
+    clearTimeout(timer);
   }
 
   private changed(timeoutMs: number): Promise<void> {

@@ -1,9 +1,17 @@
 /**
  * The whole Sluice stack for end-to-end tests and the demo: gateway, scheduler, governor and one
  * executor per resource, each a separate process, on a fresh database and a unique prefix.
+ *
+ * The credentials it passes on (the LLM key, a database password, any `*_API_KEY`, `*_SECRET`,
+ * `*_TOKEN` or `*_PASSWORD` variable) are registered in test/support/secrets.ts, and stopping the
+ * stack fails when any service printed one of them.
  */
 import { deletePrefixResources, deleteStaleTestResources } from '@sluice/bus/testing';
+import { registerSecret, registerUrlPassword } from './secrets.js';
 import { ServiceProcess } from './service-process.js';
+
+/** Environment variables whose values are credentials. */
+const SECRET_VARIABLE = /(API_KEY|SECRET|TOKEN|PASSWORD)$/;
 
 /** What the stack runs against. */
 export interface StackOptions {
@@ -42,6 +50,9 @@ export interface Stack {
   /**
    * Stops every process (SIGTERM) and deletes the prefix's streams and buckets; resolves with the
    * exit codes by name.
+   *
+   * @throws SecretLeakError (test/support/secrets.ts) when a service printed a secret, after
+   *   everything is stopped and deleted.
    */
   stop(): Promise<Record<string, number | null>>;
   [Symbol.asyncDispose](): Promise<void>;
@@ -61,6 +72,11 @@ export async function startStack(options: StackOptions): Promise<Stack> {
     ...(options.llmApiKey ? { SLUICE_LLM_API_KEY: options.llmApiKey } : {}),
     ...options.env,
   };
+  for (const [variable, value] of Object.entries(env)) {
+    if (SECRET_VARIABLE.test(variable)) registerSecret(value, variable);
+  }
+  registerUrlPassword(options.databaseUrl, 'DATABASE_URL password');
+  registerUrlPassword(options.natsUrl, 'NATS_URL password');
   const start = (
     name: string,
     service: string,
@@ -86,9 +102,16 @@ export async function startStack(options: StackOptions): Promise<Stack> {
   }
   const all: ServiceProcess[] = [gateway, scheduler, governor, ...executors.values()];
   const stop = async () => {
-    const exits = await Promise.all(all.map((p) => p.stop()));
+    // Every process is stopped and the resources deleted even when one printed a secret.
+    const stopped = await Promise.allSettled(all.map((p) => p.stop()));
     if (options.keepNatsResources !== true)
       await deletePrefixResources(options.natsUrl, options.prefix);
+    const failures = stopped.flatMap((s) => (s.status === 'rejected' ? [s.reason as unknown] : []));
+    if (failures.length === 1) throw failures[0];
+    if (failures.length > 1) {
+      throw new Error(failures.map((f) => (f instanceof Error ? f.message : String(f))).join('\n'));
+    }
+    const exits = await Promise.all(all.map((p) => p.exited));
     return Object.fromEntries(all.map((p, i) => [p.options.name, exits[i]?.code ?? null]));
   };
   try {
@@ -127,7 +150,8 @@ export async function startStack(options: StackOptions): Promise<Stack> {
       },
     };
   } catch (error) {
-    await stop();
+    // The start's failure is the news; a leak found while cleaning up would only hide it.
+    await stop().catch(() => undefined);
     throw error;
   }
 }

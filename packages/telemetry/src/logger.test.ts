@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import type { DestinationStream } from 'pino';
-import { REDACTED, createLogger } from './logger.js';
+import { REDACTED, createLogger, scrubSecrets } from './logger.js';
 import type { LogLevel } from './logger.js';
 import { startTracing, withSpan } from './tracing.js';
 import type { Tracing } from './tracing.js';
@@ -54,6 +54,12 @@ describe('createLogger', () => {
     ['client.apiKey', { client: { apiKey: SECRET } }],
     ['db.password', { db: { password: SECRET } }],
     ['req.headers.authorization', { req: { headers: { authorization: `Bearer ${SECRET}` } } }],
+    ['secret', { key: { id: 'k-1' }, secret: SECRET }],
+    ['token', { token: SECRET }],
+    ['llmApiKey', { llmApiKey: SECRET }],
+    ['SLUICE_LLM_API_KEY', { env: { SLUICE_LLM_API_KEY: SECRET } }],
+    ['headers.cookie', { headers: { cookie: `session=${SECRET}` } }],
+    ['headers.proxy-authorization', { headers: { 'proxy-authorization': `Basic ${SECRET}` } }],
   ];
   for (const [field, fields] of secretFields) {
     it(`never writes a secret in ${field}`, () => {
@@ -68,6 +74,51 @@ describe('createLogger', () => {
       }
     });
   }
+
+  // Redaction by field name cannot see into text: these are scrubbed from the finished line.
+  const secretTexts: Array<[string, string, string]> = [
+    [
+      'a bearer token quoted in an error message',
+      `request failed: header Authorization: Bearer ${SECRET} was refused`,
+      `Bearer ${REDACTED}`,
+    ],
+    [
+      'a password in a database URL',
+      `cannot connect to postgres://sluice:${SECRET}@db.internal:5432/sluice`,
+      `postgres://sluice:${REDACTED}@db.internal:5432/sluice`,
+    ],
+    [
+      'a Sluice API key',
+      'key slk_AbCdEfGhIjKlMnOpQrStUvWxYz0123456789-_ pasted',
+      `slk_${REDACTED} pasted`,
+    ],
+    ['an LLM provider key', `using sk-proj-abcdefghijklmnopqrstuvwxyz012345`, `sk-${REDACTED}`],
+  ];
+  for (const [what, text, expected] of secretTexts) {
+    it(`scrubs ${what} from the message and from an error`, () => {
+      const out = capture();
+      const log = createLogger({ service: 'executor', destination: out.destination });
+      log.warn(text);
+      log.error({ err: new Error(text) }, 'step failed');
+      assert.equal(out.lines.length, 2);
+      const secret = text.match(/(sk-|slk_)\S+|Bearer \S+|:[^:@/]+@/)?.[0] ?? SECRET;
+      for (const line of out.lines) {
+        assert.ok(!line.includes(SECRET) && !line.includes(secret), `secret leaked: ${line}`);
+        assert.ok(line.includes(expected), `not scrubbed as expected: ${line}`);
+      }
+      // Still one JSON object per line.
+      for (const record of out.records()) assert.equal(typeof record, 'object');
+    });
+  }
+
+  it('leaves text without credentials alone', () => {
+    const texts = [
+      'GET http://127.0.0.1:9/v1/chat/completions failed',
+      '{"key_prefix":"slk_Ab12Cd","task":"task-trace-1","basic":"Basic setup"}',
+      'nats://127.0.0.1:4222 and postgres://postgres@127.0.0.1:5432/sluice',
+    ];
+    for (const text of texts) assert.equal(scrubSecrets(text), text);
+  });
 
   it('keeps fields that are not secrets', () => {
     const out = capture();

@@ -3,7 +3,9 @@
  *
  * One JSON object per line on stdout: `level` as a label, an ISO `time`, the `service` name, and
  * the `trace_id` / `span_id` of the active span so a log line leads straight to its trace. Fields
- * that may hold secrets are censored before the line is written.
+ * that may hold secrets are censored before the line is written, and what still looks like a
+ * credential in the finished line (a bearer token in an error message, a password in a URL, an API
+ * key) is scrubbed as the line is written.
  */
 import { hostname } from 'node:os';
 import { context, isSpanContextValid, trace } from '@opentelemetry/api';
@@ -28,11 +30,21 @@ export const REDACTED = '[redacted]';
 const SECRET_KEYS = [
   'authorization',
   'Authorization',
+  '["proxy-authorization"]',
+  'cookie',
+  '["set-cookie"]',
   'api_key',
   'apiKey',
   'key',
+  'secret',
+  'client_secret',
+  'token',
+  'access_token',
+  'refresh_token',
   'password',
   'llm_api_key',
+  'llmApiKey',
+  'SLUICE_LLM_API_KEY',
   '["x-api-key"]',
 ] as const;
 
@@ -86,6 +98,7 @@ export function createLogger(options: LoggerOptions): Logger {
       formatters: { level: (label) => ({ level: label }) },
       mixin: activeTraceIds,
       redact: { paths: [...REDACTED_PATHS], censor: REDACTED },
+      hooks: { streamWrite: scrubSecrets },
     },
     options.destination,
   );
@@ -99,4 +112,32 @@ function activeTraceIds(): { trace_id?: string; span_id?: string } {
   const spanContext = trace.getSpanContext(context.active());
   if (spanContext === undefined || !isSpanContextValid(spanContext)) return {};
   return { trace_id: spanContext.traceId, span_id: spanContext.spanId };
+}
+
+/**
+ * What redaction by field name cannot see: credentials inside text, such as an error message that
+ * quotes the `Authorization` header, a connection URL with its password, or a key pasted into a
+ * message. Each is replaced as the finished JSON line is written; the rest of the line is kept.
+ * Stops at quotes and backslashes, so a match never runs past the end of a JSON string.
+ */
+const SECRET_TEXT: ReadonlyArray<readonly [RegExp, string]> = [
+  // `Bearer <token>`, as HTTP clients quote the `Authorization` header.
+  [/\b(Bearer)(\s+)[^\s"\\,;]+/gi, `$1$2${REDACTED}`],
+  // `scheme://user:password@host`: the password of a database, NATS or proxy URL.
+  [/\b([a-z][a-z0-9+.-]*:\/\/[^\s/:@"\\]*:)[^\s/@"\\]+@/gi, `$1${REDACTED}@`],
+  // Sluice API keys (`slk_` and 32 characters; the 10-character `key_prefix` stays readable) and
+  // the common `sk-…` form of LLM provider keys.
+  [/\bslk_[A-Za-z0-9_-]{16,}/g, `slk_${REDACTED}`],
+  [/\bsk-[A-Za-z0-9_-]{16,}/g, `sk-${REDACTED}`],
+];
+
+/**
+ * Replaces credentials found in the text of a finished log line (see {@link SECRET_TEXT}).
+ * Exported for tests and for anything else that writes text operators read.
+ */
+export function scrubSecrets(line: string): string {
+  let scrubbed = line;
+  for (const [pattern, replacement] of SECRET_TEXT)
+    scrubbed = scrubbed.replace(pattern, replacement);
+  return scrubbed;
 }

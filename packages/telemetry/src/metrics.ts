@@ -8,7 +8,15 @@
  * a new time series kept forever. They belong on spans and log lines instead.
  *
  * Label values: `priority` is `P0`…`P3`, `resource` a resource name (`llm`, `tool:http`), `type` a
- * task type name, `code` a gRPC status name (`OK`, `NOT_FOUND`).
+ * task type name, `code` a gRPC status name (`OK`, `NOT_FOUND`), `decision` how an approval wait
+ * ended (`approved`, `rejected`, `timed_out`, `cancelled`).
+ *
+ * Each metric is recorded once per event, by the one process that sees it happen: task creation
+ * and gRPC calls by the gateway; dispatches, retries, dead letters by the scheduler; busy slots by
+ * each executor; signals, levels and breakers by the governor. The task lifecycle metrics (wait,
+ * run and approval-wait times, cancellations) are derived by the scheduler's event relay from the
+ * `task_events` rows it publishes, since a transition can be applied by any service (a cancel ends
+ * in the gateway or the scheduler, a start in an executor) while every one of them is relayed once.
  */
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 
@@ -47,13 +55,13 @@ export const METRIC_DEFINITIONS = {
   },
   taskWaitTime: {
     name: 'sluice_task_wait_time_seconds',
-    help: 'Time from a task being created to its first step starting, in seconds.',
+    help: 'Time from a task being created (or retried by a person) to the first step of that attempt starting, in seconds.',
     labelNames: ['priority', 'type'],
     buckets: WAIT_TIME_BUCKETS_SECONDS,
   },
   taskRunTime: {
     name: 'sluice_task_run_time_seconds',
-    help: 'Time from a task starting to it reaching a final state, in seconds.',
+    help: 'Time from the first step of a task attempt starting to the task reaching a final state, in seconds.',
     labelNames: ['priority', 'type'],
     buckets: RUN_TIME_BUCKETS_SECONDS,
   },
@@ -69,13 +77,13 @@ export const METRIC_DEFINITIONS = {
   },
   cancellations: {
     name: 'sluice_cancellations_total',
-    help: 'Tasks cancelled. The cancellation rate is this over sluice_tasks_created_total.',
+    help: 'Tasks that became cancelled (cancel, a running task stopping after a cancel, reject, approval timeout). The cancellation rate is this over sluice_tasks_created_total.',
     labelNames: [],
   },
   approvalWaitTime: {
     name: 'sluice_approval_wait_time_seconds',
-    help: 'Time a task waited for a human approval, in seconds.',
-    labelNames: [],
+    help: 'Time a task waited for a human approval until it was decided, in seconds, by decision (approved, rejected, timed_out, cancelled).',
+    labelNames: ['decision'],
     buckets: APPROVAL_WAIT_BUCKETS_SECONDS,
   },
   workerUtilization: {

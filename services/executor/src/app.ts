@@ -174,8 +174,11 @@ export async function startExecutor(config: ExecutorConfig, log?: Logger): Promi
       },
     });
 
-    const utilization = () =>
-      metrics.workerUtilization.set({ resource }, slots.inUse / slots.capacity);
+    // Busy = steps being handled. Not slots.inUse: the puller takes a slot before it waits for a
+    // message and gives it back only after the handler returns, so that reads one high.
+    let busy = 0;
+    const utilization = () => metrics.workerUtilization.set({ resource }, busy / slots.capacity);
+    utilization();
     puller = await startPriorityPuller({
       js: jetstream(nc),
       catalog,
@@ -185,6 +188,7 @@ export async function startExecutor(config: ExecutorConfig, log?: Logger): Promi
       log: logger,
       onConsumerMissing: (priority, notice) => repair.request(`${notice} (P${priority})`),
       handle: async (message) => {
+        busy += 1;
         utilization();
         try {
           const dispatch = decodeMessageOf('step.dispatch', message.subject, message.data);
@@ -212,6 +216,7 @@ export async function startExecutor(config: ExecutorConfig, log?: Logger): Promi
             message.nak(Math.min(config.SLUICE_ACK_WAIT_MS, 5_000));
           }
         } finally {
+          busy -= 1;
           utilization();
         }
       },

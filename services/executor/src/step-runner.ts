@@ -6,7 +6,7 @@
 import type { JsMsg } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
 import type { Priority, StepOutcome } from '@sluice/core';
-import { ROOT_CONTEXT } from '@opentelemetry/api';
+import { ROOT_CONTEXT, context } from '@opentelemetry/api';
 import {
   encodeMessage,
   extractTraceContext,
@@ -97,7 +97,19 @@ type Started =
   | { kind: 'stale' };
 
 /** Runs the step a dispatch message names; resolves when the message is settled. */
-export async function runDispatchedStep(
+export function runDispatchedStep(
+  deps: StepRunnerDeps,
+  message: JsMsg,
+  dispatch: StepDispatch,
+): Promise<void> {
+  // In the context of the dispatch that delivered it, so the executor's own lines about the step
+  // (started, finished, failed) carry the task's trace id like the handler's.
+  return context.with(extractTraceContext(message.headers, ROOT_CONTEXT), () =>
+    runStep(deps, message, dispatch),
+  );
+}
+
+async function runStep(
   deps: StepRunnerDeps,
   message: JsMsg,
   dispatch: StepDispatch,

@@ -2,6 +2,7 @@
  * The gateway: the gRPC API of Sluice. It authenticates, validates, records tasks in Postgres,
  * wakes the scheduler, answers reads from Postgres and streams task events to watchers.
  */
+import { status } from '@grpc/grpc-js';
 import type { NatsConnection } from '@nats-io/transport-node';
 import {
   closeNats,
@@ -111,7 +112,8 @@ export async function startGateway(
       }),
       onCallFinished: (call) => {
         const method = call.method.slice(call.method.lastIndexOf('/') + 1);
-        metrics.grpcRequests.inc({ method, code: String(call.code) });
+        // The status name (`OK`, `NOT_FOUND`), as the catalogue and the dashboard expect.
+        metrics.grpcRequests.inc({ method, code: status[call.code] });
         if (!call.streaming)
           metrics.grpcRequestDuration.observe({ method }, call.durationMs / 1_000);
       },

@@ -5,7 +5,7 @@
  * operators' overrides and composes the decision document the tenure publishes.
  */
 import { ADMISSION_LEVELS, type GovernorDecision, type SignalReading } from '@sluice/bus';
-import { priorityLabel, type BreakerConfig, type Priority } from '@sluice/core';
+import { PRIORITIES, priorityLabel, type BreakerConfig, type Priority } from '@sluice/core';
 import {
   activeOverrides,
   databaseConnectionUsage,
@@ -123,7 +123,15 @@ async function readSignals(deps: DecisionMakerDeps, nowMs: number): Promise<Read
   const retries = await retryShare(db, windowMs);
   const connections = await databaseConnectionUsage(db);
 
+  const loads = reports.loads(nowMs);
   metrics.queueDepth.reset();
+  // Every priority of every resource with live executors reads 0 when nothing waits, so an empty
+  // queue is a 0 on the dashboard rather than a missing series.
+  for (const { resource } of loads) {
+    for (const priority of PRIORITIES) {
+      metrics.queueDepth.set({ priority: priorityLabel(priority), resource }, 0);
+    }
+  }
   let depth = 0;
   for (const group of depths.ready) {
     depth += group.ready;
@@ -133,7 +141,7 @@ async function readSignals(deps: DecisionMakerDeps, nowMs: number): Promise<Read
     );
   }
   const readings: Reading[] = [{ signal: 'queue_depth', scope: 'all', value: depth }];
-  for (const load of reports.loads(nowMs)) {
+  for (const load of loads) {
     if (load.slots > 0) {
       readings.push({
         signal: 'worker_busy_ratio',

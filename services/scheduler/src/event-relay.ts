@@ -3,6 +3,7 @@
  * JetStream (the outbox pattern), then marks them published. At least once: a crash between
  * publish and mark republishes, and the stream's duplicate window plus subscribers' sequence checks
  * absorb it. Only the holder of the `relay` lease runs it, so one writer keeps per-task order.
+ * The events it marks are also where the task lifecycle metrics come from (task-metrics.ts).
  */
 import type { JetStreamClient } from '@nats-io/jetstream';
 import { encodeMessage, eventMsgId, publishDurable, type BusCatalog } from '@sluice/bus';
@@ -13,6 +14,7 @@ import {
   type TaskEventRecord,
 } from '@sluice/db';
 import type { Logger, Metrics } from '@sluice/telemetry';
+import { recordTaskMetrics } from './task-metrics.js';
 
 /** What the relay needs. */
 export interface EventRelayDeps {
@@ -52,6 +54,12 @@ export async function relayEventBatch(deps: EventRelayDeps): Promise<boolean> {
   });
   await markEventsPublished(deps.db, published);
   deps.metrics.eventsRelayed.inc(published.length);
+  // Observed once marked, so each event is observed once (see task-metrics.ts).
+  const marked = new Set(published);
+  await recordTaskMetrics(
+    deps,
+    events.filter((event) => marked.has(event.id)),
+  );
   return events.length === deps.batchSize && blockedTasks.size === 0;
 }
 
