@@ -10,6 +10,8 @@
  *   span under it; each step attempt is a child of its dispatch; HTTP client and `chat` spans are
  *   under the step spans;
  * - the retry: two attempts of `fetch`, the first in error, and the retry event;
+ * - database client spans: the create transaction under the create span, each attempt's start and
+ *   outcome under its dispatch, the scheduler's claims in traces of their own;
  * - every state change of the task's history as a span event, in order.
  */
 import assert from 'node:assert/strict';
@@ -362,6 +364,104 @@ describe('the trace of a task', () => {
     const [ask] = stepSpans(spans, 'ask');
     assert.ok(ask);
     assert.deepEqual(childrenOf(spans, ask), []);
+  });
+
+  it('has the database work of the task as client spans under CreateTask and the dispatches', async () => {
+    const isDatabase = (s: ReceivedSpan) =>
+      s.kind === 'client' && s.attributes['db.system.name'] === 'postgresql';
+    const url = new URL(e2e.database.url);
+    const server = {
+      'db.system.name': 'postgresql',
+      'db.namespace': e2e.database.name,
+      'server.address': url.hostname,
+      'server.port': url.port === '' ? 5432 : Number(url.port),
+    };
+    /** The conventions' attributes of a database span, and its name. */
+    const conventions = (s: ReceivedSpan) => ({
+      name: s.name,
+      'db.system.name': s.attributes['db.system.name'],
+      'db.namespace': s.attributes['db.namespace'],
+      'server.address': s.attributes['server.address'],
+      'server.port': s.attributes['server.port'],
+      'db.query.summary': s.attributes['db.query.summary'],
+    });
+    const spans = await traceWhere((all) => {
+      const trace = all.filter((s) => s.traceId === traceId);
+      const dispatches = trace.filter(isDispatch);
+      return (
+        dispatches.length >= 4 &&
+        dispatches.every((d) => childrenOf(trace, d).filter(isDatabase).length >= 2) &&
+        trace.some((s) => s.name === 'sluice.task.create' && childrenOf(trace, s).some(isDatabase))
+      );
+    }).catch(() => receiver.spans.filter((s) => s.traceId === traceId));
+    const index = byId(spans);
+
+    // The gateway: the create transaction, under the task's create span.
+    const creates = spans.filter((s) => isDatabase(s) && s.serviceName === 'sluice-gateway');
+    assert.equal(
+      creates.length,
+      1,
+      `gateway database spans: ${creates.map(describeSpan).join('; ')}`,
+    );
+    const [create] = creates;
+    assert.ok(create);
+    assert.equal(index.get(create.parentSpanId ?? '')?.name, 'sluice.task.create');
+    assert.match(create.name, /^INSERT tasks .*INSERT task_events INSERT task_steps$/);
+    assert.deepEqual(conventions(create), {
+      name: create.name,
+      ...server,
+      'db.query.summary': create.name,
+    });
+    assert.equal(create.status.code, 'unset');
+
+    // Each executor: the start and the outcome of each attempt, under the dispatch that delivered
+    // it (the step span's parent), so in the task's trace.
+    const steps = stepSpans(spans);
+    assert.equal(steps.length, 4);
+    for (const step of steps) {
+      const dispatch = index.get(step.parentSpanId ?? '');
+      assert.ok(dispatch && isDispatch(dispatch), describeSpan(step));
+      const work = childrenOf(spans, dispatch).filter(isDatabase);
+      assert.deepEqual(
+        work.map((s) => [s.serviceName, s.name]).sort(),
+        [
+          [step.serviceName, 'SELECT tasks UPDATE task_steps UPDATE tasks INSERT task_events'],
+          [step.serviceName, 'UPDATE task_steps'],
+        ],
+        `database spans of ${describeSpan(step)}`,
+      );
+      for (const span of work) {
+        assert.deepEqual(conventions(span), {
+          name: span.name,
+          ...server,
+          'db.query.summary': span.name,
+        });
+      }
+      const record = work.find((s) => s.name === 'UPDATE task_steps');
+      assert.equal(record?.attributes['db.operation.name'], 'UPDATE');
+      assert.equal(record?.attributes['db.collection.name'], 'task_steps');
+      // The outcome is recorded once the attempt ended.
+      assert.ok((record?.startTimeUnixNano ?? 0n) >= step.endTimeUnixNano, describeSpan(step));
+    }
+
+    // Nothing of a statement's text or values, nor the database's credentials.
+    for (const span of spans.filter(isDatabase)) {
+      assert.equal(span.attributes['db.query.text'], undefined);
+      assert.equal(span.attributes['db.user'], undefined);
+      assert.ok(!JSON.stringify(span.attributes).includes(taskId), describeSpan(span));
+    }
+
+    // The scheduler's claims serve many tasks: each is a trace of its own, with the count.
+    const claims = receiver.spans.filter(
+      (s) => isDatabase(s) && /scheduler/.test(s.serviceName ?? ''),
+    );
+    assert.ok(claims.length >= 1, 'the claims of the dispatches were recorded');
+    for (const claim of claims) {
+      assert.equal(claim.name, 'SELECT task_steps UPDATE task_steps');
+      assert.equal(claim.parentSpanId, undefined);
+      assert.notEqual(claim.traceId, traceId);
+      assert.ok(Number(claim.attributes['sluice.claimed']) >= 1, describeSpan(claim));
+    }
   });
 
   it('records every state change of the task as a span event, in order', async () => {

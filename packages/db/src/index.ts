@@ -13,6 +13,20 @@
  */
 export { openDatabase, DEFAULT_POOL_SIZE, DEFAULT_CONNECT_TIMEOUT_MS } from './client.js';
 export { isDatabaseUnavailable } from './unavailable.js';
+export {
+  ATTR_DB_COLLECTION_NAME,
+  ATTR_DB_NAMESPACE,
+  ATTR_DB_OPERATION_NAME,
+  ATTR_DB_QUERY_SUMMARY,
+  ATTR_DB_RESPONSE_STATUS_CODE,
+  ATTR_DB_SYSTEM_NAME,
+  ATTR_SERVER_ADDRESS,
+  ATTR_SERVER_PORT,
+  DATABASE_TRACER,
+  connectionAttributes,
+  withDatabaseSpan,
+} from './tracing.js';
+export type { DatabaseOperation } from './tracing.js';
 export type {
   Database,
   DatabaseHandle,

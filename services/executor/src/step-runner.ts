@@ -24,6 +24,7 @@ import {
   recordStepOutcome,
   recordStepProgress,
   startStep,
+  withDatabaseSpan,
   type Database,
   type StepDispatchRef,
   type StepRecord,
@@ -134,7 +135,9 @@ async function runStep(
   }
   const { step, task } = started;
   const outcome = await execute(deps, message, ref, step, task, log);
-  const recorded = await deps.db.transaction((tx) => recordStepOutcome(tx, ref, outcome));
+  const recorded = await withDatabaseSpan(deps.db, RECORD_OUTCOME, () =>
+    deps.db.transaction((tx) => recordStepOutcome(tx, ref, outcome)),
+  );
   deps.metrics.stepsFinished.inc({ resource: deps.resource, outcome: outcome.type });
   deps.onOutcome?.(outcome);
   await message.ackAck();
@@ -142,7 +145,23 @@ async function runStep(
   log.info({ step: step.name, outcome: outcome.type, recorded }, 'step finished');
 }
 
-async function start(deps: StepRunnerDeps, ref: StepDispatchRef): Promise<Started> {
+/**
+ * The database spans of a step's start and of its outcome, in the dispatch's context (so in the
+ * task's trace, next to the step span). The start's summary names the statements of its usual
+ * path: lock the task, start the step, record the start on the task and in its history.
+ */
+const START_STEP = { summary: 'SELECT tasks UPDATE task_steps UPDATE tasks INSERT task_events' };
+const RECORD_OUTCOME = {
+  summary: 'UPDATE task_steps',
+  operationName: 'UPDATE',
+  collectionName: 'task_steps',
+};
+
+function start(deps: StepRunnerDeps, ref: StepDispatchRef): Promise<Started> {
+  return withDatabaseSpan(deps.db, START_STEP, () => startTransaction(deps, ref));
+}
+
+async function startTransaction(deps: StepRunnerDeps, ref: StepDispatchRef): Promise<Started> {
   return deps.db.transaction(async (tx): Promise<Started> => {
     // The task first (the lock order of every writer: task row, then its step rows).
     const task = await lockTask(tx, ref.taskId);

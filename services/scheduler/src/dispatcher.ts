@@ -26,6 +26,7 @@ import {
   DEFAULT_ADMISSION,
   recordPublishSeqs,
   releaseClaims,
+  withDatabaseSpan,
   type AdmissionSettings,
   type ClaimedStep,
   type Database,
@@ -54,6 +55,11 @@ export const ATTR_DISPATCH = 'sluice.step.dispatch';
 /** The JetStream sequence the publication was stored at. */
 export const ATTR_STREAM_SEQUENCE = 'sluice.jetstream.sequence';
 
+/** How many steps a claim took (on its database span). */
+export const ATTR_CLAIMED = 'sluice.claimed';
+/** `db.query.summary` of the claim: lock the ready resources, then claim their steps. */
+const CLAIM_SUMMARY = 'SELECT task_steps UPDATE task_steps';
+
 /** What the dispatcher needs. */
 export interface DispatcherDeps {
   readonly db: Database;
@@ -75,7 +81,17 @@ export interface DispatcherDeps {
 export async function dispatchBatch(deps: DispatcherDeps): Promise<boolean> {
   const admission =
     typeof deps.admission === 'function' ? deps.admission() : (deps.admission ?? DEFAULT_ADMISSION);
-  const claimed = await deps.db.transaction((tx) => claimReadySteps(tx, deps.batchSize, admission));
+  // One span for the claim, in a trace of its own: it serves many tasks, none of whose traces it
+  // belongs to. A poll that claimed nothing leaves no span.
+  const claimed = await withDatabaseSpan(
+    deps.db,
+    {
+      summary: CLAIM_SUMMARY,
+      recordIf: (steps) => steps.length > 0,
+      resultAttributes: (steps) => ({ [ATTR_CLAIMED]: steps.length }),
+    },
+    () => deps.db.transaction((tx) => claimReadySteps(tx, deps.batchSize, admission)),
+  );
   if (claimed.length === 0) return false;
   const results = await Promise.allSettled(claimed.map((step) => publish(deps, step)));
   const published: Array<{ stepId: number; dispatch: number; publishSeq: number }> = [];

@@ -23,6 +23,7 @@ import {
   nextAttemptAt,
   queueStanding,
   submitTask,
+  withDatabaseSpan,
   type Database,
   type KeyOwner,
   type TaskRecord,
@@ -100,6 +101,12 @@ export interface TaskServiceDeps {
   /** The governor's live decision (which priorities `CreateTask` rejects now). */
   readonly decisions?: DecisionView;
 }
+
+/** `db.query.summary` of the create transaction: the statements it runs to create a task. */
+const CREATE_TASK_SUMMARY = 'INSERT tasks INSERT task_events INSERT task_steps';
+/** The same with an idempotency key, whose tombstone is looked up after the insert. */
+const CREATE_TASK_WITH_KEY_SUMMARY =
+  'INSERT tasks SELECT idempotency_tombstones INSERT task_events INSERT task_steps';
 
 /** Longest accepted approval comment. */
 export const MAX_COMMENT_LENGTH = 4_000;
@@ -252,14 +259,20 @@ export function createTaskService(deps: TaskServiceDeps): Partial<TaskServiceHan
         // The root span of the task's trace: stored on the task, continued by every later step.
         const traceParent = traceparentOfActiveSpan();
         try {
-          const submitted = await submitTask(deps.db, {
-            tenantId,
-            taskType,
-            priority,
-            input,
-            ...(key === '' ? {} : { idempotencyKey: key }),
-            ...(traceParent ? { traceParent, traceId: traceIdOf(traceParent) } : {}),
-          });
+          // The create transaction, a database client span under this one.
+          const submitted = await withDatabaseSpan(
+            deps.db,
+            { summary: key === '' ? CREATE_TASK_SUMMARY : CREATE_TASK_WITH_KEY_SUMMARY },
+            () =>
+              submitTask(deps.db, {
+                tenantId,
+                taskType,
+                priority,
+                input,
+                ...(key === '' ? {} : { idempotencyKey: key }),
+                ...(traceParent ? { traceParent, traceId: traceIdOf(traceParent) } : {}),
+              }),
+          );
           if (submitted.kind === 'created') {
             // The first state change of the task's history, as every later one is.
             span.setAttribute(ATTR_TASK_ID, submitted.task.id);
