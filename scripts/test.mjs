@@ -24,7 +24,7 @@ const CHECKS = [
 ];
 
 /** Where test files live, relative to the repository root ("*" is one directory level). */
-const TEST_ROOTS = ['packages/*/src', 'services/*/src', 'test'];
+const TEST_ROOTS = ['packages/*/src', 'services/*/src', 'test', 'bench/compare/src'];
 
 const filters = process.argv.slice(2).map(normalizeFilter);
 

@@ -1,0 +1,105 @@
+/**
+ * The side-by-side benchmark (issue 7):
+ *
+ *   npm run bench -- [scenario|all] [--systems a,b] [--count N] [--count-for s=N,…]
+ *                    [--concurrency N] [--smoke] [--out DIR] [--echo]
+ *
+ * runs each scenario on each system in turn, shows progress on stderr, prints one line per result
+ * and writes docs/benchmarks/results.md and drain.svg (or into --out). Exits 1 when any run lost or
+ * duplicated work or failed. See docs/benchmarks/README.md.
+ */
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+import { runBench, writeReport } from './bench.js';
+import { DEFAULT_SCENARIOS, SCENARIOS } from './scenarios/index.js';
+import { loadSystems } from './systems/index.js';
+
+const REPO_ROOT = fileURLToPath(new URL('../../../', import.meta.url));
+const DEFAULT_CONCURRENCY = 16;
+
+const USAGE = `usage: npm run bench -- [scenario|all] [options]
+
+scenarios: ${[...SCENARIOS.keys()].join(', ')} (all: ${DEFAULT_SCENARIOS.join(', ')})
+  --systems a,b       systems to run (default: all known)
+  --count N           jobs per run (default: the scenario's, e.g. drain 20000)
+  --count-for s=N,…   jobs per run of some systems (e.g. sluice=2000 when a full run is too long)
+  --concurrency N     jobs handled at once by each system (default ${DEFAULT_CONCURRENCY})
+  --smoke             tiny counts, to check the harness
+  --out DIR           where to write results.md and the charts (default docs/benchmarks)
+  --echo              print the output of the systems' own processes
+`;
+
+async function main(): Promise<number> {
+  const { values, positionals } = parseArgs({
+    allowPositionals: true,
+    options: {
+      systems: { type: 'string' },
+      count: { type: 'string' },
+      'count-for': { type: 'string' },
+      concurrency: { type: 'string' },
+      smoke: { type: 'boolean', default: false },
+      out: { type: 'string' },
+      echo: { type: 'boolean', default: false },
+      help: { type: 'boolean', default: false },
+    },
+  });
+  if (values.help) {
+    process.stdout.write(USAGE);
+    return 0;
+  }
+  const which = positionals[0] ?? 'all';
+  const scenarios = which === 'all' ? DEFAULT_SCENARIOS : [which];
+  const known = await loadSystems();
+  const systems = values.systems
+    ?.split(',')
+    .map((s) => s.trim())
+    .filter((s) => s.length > 0) ?? [...known.keys()];
+  const count = positiveInt(values.count, '--count');
+  const countFor = Object.fromEntries(
+    (values['count-for'] ?? '')
+      .split(',')
+      .filter((pair) => pair.trim().length > 0)
+      .map((pair) => {
+        const [system = '', n] = pair.split('=');
+        return [system.trim(), positiveInt(n ?? '', `--count-for ${system}`)!];
+      }),
+  );
+  const concurrency = positiveInt(values.concurrency, '--concurrency') ?? DEFAULT_CONCURRENCY;
+  const report = await runBench({
+    scenarios,
+    systems,
+    count,
+    countFor,
+    smoke: values.smoke,
+    concurrency,
+    echo: values.echo,
+    progress: true,
+    command: `npm run bench -- ${process.argv.slice(2).join(' ')}`.trim(),
+  });
+  const written = await writeReport(
+    report,
+    path.resolve(REPO_ROOT, values.out ?? 'docs/benchmarks'),
+  );
+  process.stdout.write(`wrote ${written.map((f) => path.relative(REPO_ROOT, f)).join(', ')}\n`);
+  return report.results.every((r) => r.failure === undefined) ? 0 : 1;
+}
+
+function positiveInt(text: string | undefined, flag: string): number | undefined {
+  if (text === undefined) return undefined;
+  const value = Number(text);
+  if (!Number.isInteger(value) || value < 1) throw new Error(`${flag} must be a positive integer`);
+  return value;
+}
+
+main().then(
+  (code) => {
+    process.exitCode = code;
+  },
+  (error: unknown) => {
+    process.stderr.write(
+      `${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n\n${USAGE}`,
+    );
+    process.exitCode = 2;
+  },
+);

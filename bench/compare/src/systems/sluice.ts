@@ -1,0 +1,193 @@
+/**
+ * Sluice through its public API (issue 7): the whole stack as separate processes (gateway,
+ * scheduler, governor, one executor of `tool:bench`; test/support/e2e-stack.ts) on the machine's
+ * NATS and Postgres, a fresh database and NATS prefix per run. Jobs are `bench-noop` tasks created
+ * one `CreateTask` at a time through the SDK client, concurrently, each with its job id as the
+ * idempotency key (a retried create cannot duplicate it). The executor is started only by
+ * `startWorkers`, so `enqueue` fills a backlog; the step reports each start to a loopback HTTP
+ * endpoint here, which calls the harness's handler (systems/sluice-task-types.ts). The stack and
+ * the type registration are imported by path from test/ and services/ (not public packages).
+ */
+import { execFileSync } from 'node:child_process';
+import { createServer, type Server } from 'node:http';
+import { hostname } from 'node:os';
+import { fileURLToPath } from 'node:url';
+import { registerTaskType } from '@sluice/db';
+import { adminDatabaseUrl } from '@sluice/db/testing';
+import { isServiceError } from '@sluice/sdk/client';
+import postgres from 'postgres';
+import { startE2eStack, type E2eStack } from '../../../../test/support/e2e-stack.js';
+import { forEachBounded } from '../pool.js';
+import type { Job, JobHandler, QueueSystem, StartOptions } from '../system.js';
+import { packageVersion } from '../versions.js';
+import { manifestOf } from '../../../../services/executor/src/task-registry.js';
+import {
+  BENCH_RESOURCE,
+  BENCH_TASK_TYPE,
+  benchNoop,
+  REPORT_URL_VARIABLE,
+} from './sluice-task-types.js';
+
+const REPO_ROOT = fileURLToPath(new URL('../../../../', import.meta.url));
+const TASK_MODULE = fileURLToPath(new URL('./sluice-task-types.ts', import.meta.url));
+/** CreateTask calls in flight at once. */
+export const CREATES_IN_FLIGHT = 64;
+const RESOURCE_EXHAUSTED = 8;
+const DEADLINE_EXCEEDED = 4;
+const UNAVAILABLE = 14;
+/** Retries of one create (same idempotency key) before the run fails. */
+const MAX_CREATE_ATTEMPTS = 50;
+
+export interface SluiceSystemOptions {
+  /** Steps the executor runs at once (`SLUICE_EXECUTOR_SLOTS`); the stack is configured at setup. */
+  readonly slots: number;
+  /** Print the services' output (debugging). */
+  readonly echo?: boolean;
+}
+
+export function createSluice(options: SluiceSystemOptions): QueueSystem & {
+  /** Creates answered RESOURCE_EXHAUSTED or UNAVAILABLE and retried with the same key. */
+  readonly retriedCreates: () => number;
+} {
+  let e2e: E2eStack | undefined;
+  let server: Server | undefined;
+  let handler: JobHandler | undefined;
+  let retried = 0;
+
+  const running = (): E2eStack => {
+    if (!e2e) throw new Error('sluice: setup() first');
+    return e2e;
+  };
+
+  return {
+    name: 'sluice',
+    durability: 'fsync per commit',
+    batched: false,
+    retriedCreates: () => retried,
+
+    async setup() {
+      server = createServer((request, response) => {
+        const match = /^\/job\/([^/?]+)$/.exec(request.url ?? '');
+        const id = match?.[1] === undefined ? undefined : decodeURIComponent(match[1]);
+        const current = handler;
+        request.resume();
+        if (request.method !== 'POST' || id === undefined || !current) {
+          response.writeHead(current ? 404 : 503).end();
+          return;
+        }
+        current({ id }).then(
+          () => response.writeHead(204).end(),
+          () => response.writeHead(500).end(),
+        );
+      });
+      server.keepAliveTimeout = 60_000;
+      await new Promise<void>((resolve) => server?.listen(0, '127.0.0.1', resolve));
+      const address = server.address();
+      if (address === null || typeof address === 'string') throw new Error('no port');
+      e2e = await startE2eStack({
+        label: 'bench-compare',
+        resources: [],
+        echo: options.echo,
+        env: {
+          SLUICE_TASK_MODULES: TASK_MODULE,
+          SLUICE_EXECUTOR_SLOTS: String(options.slots),
+          [REPORT_URL_VARIABLE]: `http://127.0.0.1:${address.port}`,
+        },
+      });
+      // An executor registers its task types when it starts; none runs yet, so register the type
+      // as it would (a deployment whose workers are stopped has it registered from before).
+      await registerTaskType(e2e.handle.db, manifestOf(benchNoop));
+    },
+
+    async enqueue(jobs: readonly Job[]) {
+      const { client } = running();
+      await forEachBounded(jobs, CREATES_IN_FLIGHT, async (job) => {
+        for (let attempt = 1; ; attempt += 1) {
+          try {
+            await client.createTask({
+              type: BENCH_TASK_TYPE,
+              priority: 'PRIORITY_P2',
+              input: { job_id: job.id },
+              idempotencyKey: job.id,
+            });
+            return;
+          } catch (error) {
+            const code = isServiceError(error) ? Number(error.code) : undefined;
+            const transient =
+              code === RESOURCE_EXHAUSTED || code === UNAVAILABLE || code === DEADLINE_EXCEEDED;
+            if (!transient || attempt >= MAX_CREATE_ATTEMPTS) throw error;
+            retried += 1;
+            await new Promise((resolve) => setTimeout(resolve, 100));
+          }
+        }
+      });
+    },
+
+    async startWorkers(start: StartOptions) {
+      if (start.concurrency !== options.slots) {
+        throw new Error(
+          `sluice: the stack was set up with ${options.slots} slots, not ${start.concurrency}`,
+        );
+      }
+      handler = start.handler;
+      await running().stack.startExecutor(BENCH_RESOURCE);
+    },
+
+    async teardown() {
+      handler = undefined;
+      try {
+        await e2e?.stop();
+      } finally {
+        e2e = undefined;
+        server?.closeAllConnections();
+        await new Promise<void>((resolve) => (server ? server.close(() => resolve()) : resolve()));
+      }
+    },
+
+    async versions() {
+      const [row] = await running().handle.sql<
+        { v: string }[]
+      >`select current_setting('server_version') as v`;
+      return {
+        sluice: sluiceVersion(),
+        postgres: row?.v ?? 'unknown',
+        '@sluice/sdk': await packageVersion('@sluice/sdk'),
+      };
+    },
+  };
+}
+
+/** The commit under test (with `+dirty` for uncommitted changes), or `unknown` outside git. */
+function sluiceVersion(): string {
+  try {
+    const run = (args: string[]) =>
+      execFileSync('git', args, { cwd: REPO_ROOT, encoding: 'utf8', stdio: 'pipe' }).trim();
+    const dirty = run(['status', '--porcelain', '--untracked-files=no']).length > 0;
+    return `${run(['rev-parse', '--short', 'HEAD'])}${dirty ? '+dirty' : ''}`;
+  } catch {
+    return 'unknown';
+  }
+}
+
+/**
+ * Drops the migrated template database this process built for its Sluice stacks (tests leave
+ * that to the test runner, which drops the run's databases).
+ */
+export async function dropOwnTemplates(): Promise<void> {
+  if (process.env.SLUICE_TEST_RUN_ID) return;
+  const sql = postgres(adminDatabaseUrl(), { max: 1, onnotice: () => undefined });
+  try {
+    const rows = await sql<{ name: string }[]>`
+      select datname as name from pg_database
+      where datname like 'sluice\_tpl\_%'
+        and shobj_description(oid, 'pg_database') like '{%'
+        and (shobj_description(oid, 'pg_database')::jsonb ->> 'pid') = ${String(process.pid)}
+        and (shobj_description(oid, 'pg_database')::jsonb ->> 'host') = ${hostname()}`;
+    for (const { name } of rows) {
+      if (/^[a-z0-9_]+$/.test(name))
+        await sql.unsafe(`drop database if exists "${name}" with (force)`);
+    }
+  } finally {
+    await sql.end({ timeout: 1 });
+  }
+}
