@@ -87,6 +87,9 @@ export async function startExecutor(config: ExecutorConfig, log?: Logger): Promi
     initialConcurrency: config.SLUICE_LLM_INITIAL_CONCURRENCY,
     backoffRatio: config.SLUICE_LLM_BACKOFF_PERCENT / 100,
     decreaseIntervalMs: config.SLUICE_LLM_DECREASE_INTERVAL_MS,
+    ...(config.SLUICE_LLM_LATENCY_TOLERANCE_PERCENT > 0
+      ? { latencyTolerance: config.SLUICE_LLM_LATENCY_TOLERANCE_PERCENT / 100 }
+      : {}),
     requestsPerMinute: config.SLUICE_LLM_REQUESTS_PER_MINUTE,
     tokensPerMinute: config.SLUICE_LLM_TOKENS_PER_MINUTE,
   });

@@ -57,6 +57,11 @@ export const EXECUTOR_ENV = {
   SLUICE_LLM_INITIAL_CONCURRENCY: intVar(8, 1, 1_000),
   /** Percent the limit keeps on a 429 (90: multiplied by 0.9). */
   SLUICE_LLM_BACKOFF_PERCENT: intVar(90, 1, 99),
+  /**
+   * Three successful LLM calls in a row slower than this percent of the fastest seen decrease the
+   * limit like a 429 (rising latency: the provider queues); 0 turns it off.
+   */
+  SLUICE_LLM_LATENCY_TOLERANCE_PERCENT: intVar(400, 0, 100_000),
   /** Shortest time between two decreases (one burst of 429s is one drop). */
   SLUICE_LLM_DECREASE_INTERVAL_MS: intVar(1_000, 0, 60_000),
   /** The provider's request and token budgets per minute, for this executor; unset: unlimited. */

@@ -168,6 +168,27 @@ describe('LLM gate (fake time)', () => {
     gate.close();
   });
 
+  it('treats rising latency as a drop when told to: three slow successes in a row', async () => {
+    const gate = createLlmGate({ ...FIXED, initialConcurrency: 4, latencyTolerance: 4 });
+    const permits: LlmPermit[] = [];
+    for (let i = 0; i < 4; i++) permits.push(await gate.acquire({ estimatedTokens: 1 }));
+    permits[0]?.release({ ok: true, status: 200, latencyMs: 100 }); // the baseline
+    permits[1]?.release({ ok: true, status: 200, latencyMs: 500 });
+    permits[2]?.release({ ok: true, status: 200, latencyMs: 500 });
+    assert.equal(gate.snapshot().limit, 4, 'two slow calls are not yet a trend');
+    permits[3]?.release({ ok: true, status: 200, latencyMs: 500 });
+    assert.equal(gate.snapshot().limit, 3, 'the third is: 4 in flight × 0.9, rounded down');
+    gate.close();
+
+    const indifferent = createLlmGate({ ...FIXED, initialConcurrency: 4 });
+    for (let i = 0; i < 4; i++) permits[i] = await indifferent.acquire({ estimatedTokens: 1 });
+    permits[0]?.release({ ok: true, status: 200, latencyMs: 100 });
+    for (const permit of permits.slice(1))
+      permit.release({ ok: true, status: 200, latencyMs: 5_000 });
+    assert.equal(indifferent.snapshot().limit, 4, 'without a tolerance latency is only reported');
+    indifferent.close();
+  });
+
   it('an abort while waiting rejects with its reason and frees nothing it did not take', async () => {
     const gate = createLlmGate({
       ...FIXED,

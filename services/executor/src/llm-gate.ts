@@ -41,6 +41,11 @@ export const LATENCY_WINDOW = 200;
 export const PUSHBACK_STATUSES: ReadonlySet<number> = new Set([429, 503, 529]);
 
 /** How the gate limits calls (the executor maps its `SLUICE_LLM_*` variables to this). */
+/** Slow successes in a row that make a drop (with {@link LlmGateOptions.latencyTolerance}). */
+export const LATENCY_STRIKES = 3;
+/** Share of the gap to a slower success the latency baseline moves by. */
+const BASELINE_DRIFT = 0.01;
+
 export interface LlmGateOptions {
   /** Bounds and start of the adaptive concurrency limit (whole calls). */
   readonly minConcurrency: number;
@@ -50,6 +55,13 @@ export interface LlmGateOptions {
   readonly backoffRatio: number;
   /** Shortest time between two decreases; default {@link DEFAULT_LLM_DECREASE_INTERVAL_MS}. */
   readonly decreaseIntervalMs?: number;
+  /**
+   * Rising latency as a drop: {@link LATENCY_STRIKES} successful calls in a row slower than this
+   * many times the baseline (the fastest seen, drifting up slowly) decrease the limit like a 429.
+   * Generous, because an LLM's latency follows the length of its answer; absent: latency is only
+   * reported.
+   */
+  readonly latencyTolerance?: number;
   /** Requests per minute the provider allows; undefined: unlimited. */
   readonly requestsPerMinute?: number;
   /** Tokens (prompt + completion) per minute the provider allows; undefined: unlimited. */
@@ -134,9 +146,9 @@ export function createLlmGate(options: LlmGateOptions): LlmGate {
     maxLimit: options.maxConcurrency,
     initialLimit: options.initialConcurrency,
     backoffRatio: options.backoffRatio,
-    latencyTolerance: Number.POSITIVE_INFINITY,
-    latencyStrikes: 1,
-    baselineDrift: 0,
+    latencyTolerance: options.latencyTolerance ?? Number.POSITIVE_INFINITY,
+    latencyStrikes: LATENCY_STRIKES,
+    baselineDrift: BASELINE_DRIFT,
     decreaseIntervalMs: options.decreaseIntervalMs ?? DEFAULT_LLM_DECREASE_INTERVAL_MS,
   };
   const problem = limitOptionsProblem(options);
