@@ -14,7 +14,8 @@ import { complete, defineTask, HttpStatusError } from '@sluice/sdk';
 
 const TOOL_URL_VARIABLE = 'SLUICE_TEST_TOOL_URL';
 
-async function callTool(ctx: { tenantId: string; signal: AbortSignal }): Promise<void> {
+/** Calls the fake tool once for the step's tenant; a non-2xx answer throws `HttpStatusError`. */
+export async function callTool(ctx: { tenantId: string; signal: AbortSignal }): Promise<void> {
   const base = process.env[TOOL_URL_VARIABLE];
   if (!base) throw new Error(`${TOOL_URL_VARIABLE} is not set`);
   const response = await fetch(`${base}/call?tenant=${encodeURIComponent(ctx.tenantId)}`, {

@@ -7,22 +7,11 @@
  * - `bff-wait`: the default (`wait`) — stays in the ready queue until the breaker lets calls through.
  */
 import { z } from 'zod';
-import { complete, defineTask, HttpStatusError } from '@sluice/sdk';
-
-const TOOL_URL_VARIABLE = 'SLUICE_TEST_TOOL_URL';
+import { complete, defineTask } from '@sluice/sdk';
+import { callTool } from './backpressure-task-types.js';
 
 /** Attempts of the fail-fast step (each fast failure spends one). */
 export const FAIL_FAST_ATTEMPTS = 3;
-
-async function callTool(ctx: { tenantId: string; signal: AbortSignal }): Promise<void> {
-  const base = process.env[TOOL_URL_VARIABLE];
-  if (!base) throw new Error(`${TOOL_URL_VARIABLE} is not set`);
-  const response = await fetch(`${base}/call?tenant=${encodeURIComponent(ctx.tenantId)}`, {
-    signal: ctx.signal,
-  });
-  if (!response.ok) throw HttpStatusError.fromResponse(response, 'the fake tool');
-  await response.arrayBuffer();
-}
 
 const labelled = z.object({ label: z.string().min(1) });
 
