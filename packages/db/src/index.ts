@@ -59,7 +59,12 @@ export type {
   PendingApproval,
 } from './schema.js';
 export { applyTransition, applyTransitions } from './transition.js';
-export type { TransitionPatch, TransitionRequest, TransitionResult } from './transition.js';
+export type {
+  LockedTaskState,
+  TransitionPatch,
+  TransitionRequest,
+  TransitionResult,
+} from './transition.js';
 export { createApiKey, createTenant, findKeyOwner, hashApiKey } from './queries/tenants.js';
 export type { KeyOwner } from './queries/tenants.js';
 export { findLatestTaskType, findTaskType, registerTaskType } from './queries/task-types.js';

@@ -195,6 +195,7 @@ async function startTransaction(deps: StepRunnerDeps, ref: StepDispatchRef): Pro
         step: step.name,
         patch: { currentStep: step.name },
         data: { seq: step.seq, attempt: step.attempts },
+        locked: task, // read for update above; starting the step did not change the task row
       });
       if (!result.ok) throw new Error(`cannot start task ${task.id}: ${result.reason}`);
     } else {

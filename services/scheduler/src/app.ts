@@ -41,6 +41,7 @@ import { failFastBatch, openBreakerResources } from './breaker-fail-fast.js';
 import type { SchedulerConfig } from './config.js';
 import { dispatchBatch } from './dispatcher.js';
 import { relayEventBatch } from './event-relay.js';
+import { TaskHistory } from './task-history.js';
 import { applyOutcomeBatch } from './outcome-applier.js';
 import { createReconciler } from './reconciler.js';
 import { retryBudgetConfigOf } from './retry-budget-config.js';
@@ -257,12 +258,21 @@ export async function startScheduler(
       ttlMs: config.SLUICE_LEASE_TTL_MS,
       onAcquired: (revision) => {
         logger.info({ revision }, 'event relay lease acquired');
+        // Fresh with each lease: another scheduler relayed the events in between.
+        const taskHistory = new TaskHistory();
         relay = startBatchLoop({
           name: 'relay',
           pollMs: config.SLUICE_SCHEDULER_POLL_MS,
+          gatherMs: config.SLUICE_RELAY_GATHER_MS,
           log: logger,
           runBatch: () =>
-            relayEventBatch({ ...common, js, catalog, onPublishFailed: noticeBusError('relay') }),
+            relayEventBatch({
+              ...common,
+              js,
+              catalog,
+              taskHistory,
+              onPublishFailed: noticeBusError('relay'),
+            }),
         });
       },
       onLost: async (reason) => {

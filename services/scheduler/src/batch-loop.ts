@@ -3,6 +3,7 @@
  * with load); otherwise sleep until woken or the poll interval passes (latency stays low and idle
  * costs nothing). Errors are logged and retried after a pause, never fatal.
  */
+import { setTimeout } from 'node:timers/promises';
 import { Waker } from '@sluice/runtime';
 import type { Logger } from '@sluice/telemetry';
 
@@ -21,6 +22,12 @@ export interface BatchLoopOptions {
   readonly log: Logger;
   /** Does one batch; returns true when there may be more work right away. */
   readonly runBatch: () => Promise<boolean>;
+  /**
+   * After a pause, how long to let work gather before the next batch (0: none). For a loop off
+   * the tasks' critical path woken by each of many small commits (the event relay), so that a
+   * burst makes one batch and one commit instead of one per wake-up.
+   */
+  readonly gatherMs?: number;
   /**
    * Sees every failed batch before the pause (e.g. to have lost NATS streams recreated, which no
    * pause alone would bring back).
@@ -49,7 +56,12 @@ export function startBatchLoop(options: BatchLoopOptions): BatchLoop {
         await waker.wait(ERROR_PAUSE_MS);
         continue;
       }
-      if (!more && !stopped) await waker.wait(options.pollMs);
+      if (!more && !stopped) {
+        await waker.wait(options.pollMs);
+        // Wake-ups meanwhile are kept by the waker (the next wait returns at once); a stop waits
+        // at most this long.
+        if (options.gatherMs && !stopped) await setTimeout(options.gatherMs);
+      }
     }
   })();
   return {

@@ -28,6 +28,12 @@ export const SCHEDULER_ENV = {
   SLUICE_PRIORITY_AGING_MS: intVar(30_000, 0, 86_400_000),
   /** Percent of each resource's limit a priority the governor throttles leaves free. */
   SLUICE_THROTTLE_RESERVE_PERCENT: intVar(25, 0, 100),
+  /**
+   * How long the event relay lets events gather after a wake-up before it publishes a batch: under
+   * load, one batch (a read, a mark, a commit) per this interval instead of one per committed
+   * event. Events reach subscribers up to this much later; steps are dispatched apart from it.
+   */
+  SLUICE_RELAY_GATHER_MS: intVar(10, 0, 1_000),
   /** Leader lease time-to-live of the event relay and of the reconciler. */
   SLUICE_LEASE_TTL_MS: intVar(5_000, 1_000, 300_000),
   /** Longest pause between two reconciler passes (lost steps are found within about this). */

@@ -14,6 +14,7 @@ import {
   type TaskEventRecord,
 } from '@sluice/db';
 import type { Logger, Metrics } from '@sluice/telemetry';
+import type { TaskHistory } from './task-history.js';
 import { recordTaskMetrics } from './task-metrics.js';
 
 /** What the relay needs. */
@@ -24,6 +25,8 @@ export interface EventRelayDeps {
   readonly log: Logger;
   readonly metrics: Metrics;
   readonly batchSize: number;
+  /** Earlier events of the tasks relayed, for the lifecycle metrics (task-history.ts). */
+  readonly taskHistory: TaskHistory;
   /** Sees each failed publication (a missing stream must be recreated before any can succeed). */
   readonly onPublishFailed?: (error: unknown) => void;
 }

@@ -183,6 +183,7 @@ async function applyOne(
           ...base,
           event: { type: 'complete' },
           patch: { currentStep: null, output: outcome.output, error: null },
+          locked: task, // read for update above, and nothing changed it since
         });
         return NOTHING;
       }

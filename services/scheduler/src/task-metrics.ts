@@ -24,6 +24,7 @@ import {
 } from '@sluice/core';
 import { listTaskEvents, type Database, type TaskEventRecord } from '@sluice/db';
 import type { Logger, Metrics } from '@sluice/telemetry';
+import type { TaskHistory } from './task-history.js';
 
 /** The facts of an event row the metrics read. */
 export type EventFacts = Pick<
@@ -131,40 +132,48 @@ export interface TaskMetricsDeps {
   readonly db: Database;
   readonly metrics: Metrics;
   readonly log: Logger;
+  /** The earlier events of tasks seen so far; one per relay (see task-history.ts). */
+  readonly taskHistory: TaskHistory;
 }
 
 /**
- * Records the lifecycle metrics of events just marked published. Reads the earlier events of each
- * task that has a start, an end or an approval decision among them (one query per such task, up
- * to the newest such event). Never throws: a failed read loses those observations, logged, and the
- * relay goes on.
+ * Records the lifecycle metrics of events just marked published (ascending sequence per task).
+ * The earlier events an observation looks back at come from `taskHistory`; a task it does not
+ * know from its first event on is read from Postgres (one query per such task, up to its first
+ * event here). Never throws: a failed read loses that task's observations, logged, and the relay
+ * goes on.
  */
 export async function recordTaskMetrics(
   deps: TaskMetricsDeps,
   events: readonly TaskEventRecord[],
 ): Promise<void> {
-  const newestByTask = new Map<string, number>();
+  // Tasks whose earlier events are needed but not remembered: read up to their first event here.
+  const needing = new Set(events.filter(needsHistory).map((event) => event.taskId));
+  const toRead = new Map<string, number>();
+  const firstSeen = new Set<string>();
   for (const event of events) {
-    if (!needsHistory(event)) {
-      for (const observation of observe([], event)) record(deps.metrics, observation);
-      continue;
-    }
-    newestByTask.set(event.taskId, Math.max(newestByTask.get(event.taskId) ?? 0, event.seq));
+    if (firstSeen.has(event.taskId)) continue;
+    firstSeen.add(event.taskId);
+    const known = deps.taskHistory.before(event.taskId, event.seq) !== undefined;
+    if (!known && needing.has(event.taskId)) toRead.set(event.taskId, event.seq);
   }
   await Promise.all(
-    [...newestByTask].map(async ([taskId, newestSeq]) => {
+    [...toRead].map(async ([taskId, firstSeq]) => {
       try {
-        const history = await listTaskEvents(deps.db, taskId, 0, newestSeq);
-        for (const event of events) {
-          if (event.taskId !== taskId || !needsHistory(event)) continue;
-          const before = history.filter((e) => e.seq < event.seq);
-          for (const observation of observe(before, event)) record(deps.metrics, observation);
-        }
+        const earlier = await listTaskEvents(deps.db, taskId, 0, firstSeq - 1);
+        deps.taskHistory.load(taskId, earlier, firstSeq - 1);
       } catch (error) {
         deps.log.warn({ err: error, task_id: taskId }, 'task metrics not recorded');
       }
     }),
   );
+  for (const event of events) {
+    const before = deps.taskHistory.before(event.taskId, event.seq);
+    deps.taskHistory.append(event.taskId, event);
+    // Unknown only when its read failed (logged): those observations are lost.
+    if (needsHistory(event) && before === undefined) continue;
+    for (const observation of observe(before ?? [], event)) record(deps.metrics, observation);
+  }
 }
 
 function labelsOf(data: Record<string, Json> | null): { priority: string; type: string } {

@@ -4,7 +4,7 @@
  * also locks the task row until commit: events of one task therefore commit in sequence order, so
  * a relay reading committed rows in `id` order never sees seq N+1 before seq N.
  */
-import { asc, eq, inArray, isNull, sql } from 'drizzle-orm';
+import { asc, inArray, isNull, sql } from 'drizzle-orm';
 import type { Json } from '@sluice/core';
 import type { Executor } from '../client.js';
 import { taskEvents, tasks } from '../schema.js';
@@ -26,22 +26,25 @@ export interface AppendedEvent {
 
 /** Appends a non-transition event with the task's next sequence; returns that sequence. */
 export async function appendTaskEvent(executor: Executor, event: AppendedEvent): Promise<number> {
-  const rows = await executor
-    .update(tasks)
-    .set({ lastEventSeq: sql`${tasks.lastEventSeq} + 1`, updatedAt: sql`now()` })
-    .where(eq(tasks.id, event.taskId))
-    .returning({ seq: tasks.lastEventSeq, tenantId: tasks.tenantId });
+  // One statement (a data-modifying CTE) rather than the update and the insert apart: a round trip
+  // less on every step start, result and progress report.
+  const rows = await executor.execute<{ seq: number }>(sql`
+    with bumped as (
+      update ${tasks}
+      set ${sql.identifier(tasks.lastEventSeq.name)} = ${tasks.lastEventSeq} + 1,
+          ${sql.identifier(tasks.updatedAt.name)} = now()
+      where ${tasks.id} = ${event.taskId}
+      returning ${tasks.lastEventSeq} as seq, ${tasks.tenantId} as tenant_id
+    )
+    insert into ${taskEvents} (task_id, tenant_id, seq, type, step, data)
+    select ${event.taskId}::uuid, bumped.tenant_id, bumped.seq, ${event.type}::text,
+           ${event.step ?? null}::text,
+           ${event.data === undefined ? null : JSON.stringify(event.data)}::jsonb
+    from bumped
+    returning ${taskEvents.seq}`);
   const row = rows[0];
   if (!row) throw new Error(`cannot append an event to unknown task ${event.taskId}`);
-  await executor.insert(taskEvents).values({
-    taskId: event.taskId,
-    tenantId: row.tenantId,
-    seq: row.seq,
-    type: event.type,
-    step: event.step ?? null,
-    data: event.data ?? null,
-  });
-  return row.seq;
+  return Number(row.seq);
 }
 
 /** The oldest events the relay has not published yet, in commit-consistent `id` order. */

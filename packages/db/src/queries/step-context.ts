@@ -17,6 +17,9 @@ export interface StepPlace {
   readonly branchIndex: number | null;
 }
 
+/** The sequence number of a task's first step (the gateway creates it with the task). */
+const FIRST_STEP_SEQ = 1;
+
 /**
  * The outputs a step sees, by step name: for each name, the output of its latest succeeded
  * instance before this step. A step outside any fan-out branch sees the steps outside branches
@@ -27,6 +30,8 @@ export async function outputsBefore(
   executor: Executor,
   place: StepPlace,
 ): Promise<Record<string, Json>> {
+  // Steps are numbered from 1: the first has nothing before it (a query less per one-step task).
+  if (place.seq <= FIRST_STEP_SEQ) return {};
   const ownBranch =
     place.fanOutOf === null || place.branchIndex === null
       ? sql`false`

@@ -113,32 +113,36 @@ export async function submitTask(db: Database, task: NewTask): Promise<SubmitTas
         .returning();
       const row = inserted[0];
       if (!row) return existingRepeat(tx, task, inputHash);
-      if (task.idempotencyKey !== undefined) {
+      // The rest is sent at once (postgres.js pipelines a transaction's statements on its
+      // connection): one round trip instead of three on every create.
+      const key = task.idempotencyKey;
+      const [tombstone] = await Promise.all([
         // Looked up after the insert, not before: an insert that waited for retention deleting
         // the key's holder sees that deletion's tombstone here, as it committed in the same go.
-        const tombstone = await findLiveTombstone(tx, task.tenantId, task.idempotencyKey);
-        if (tombstone) throw new KeyOfDeletedTask(checkSameRequest(tombstone, task, inputHash));
-      }
-      await tx.insert(taskEvents).values({
-        taskId: row.id,
-        tenantId: row.tenantId,
-        seq: 1,
-        type: 'create',
-        fromStatus: null,
-        toStatus: status,
-        step: firstStep.name,
-        data: { priority: task.priority, type: task.taskType.name },
-      });
-      await tx.insert(taskSteps).values({
-        taskId: row.id,
-        seq: 1,
-        name: firstStep.name,
-        resource: firstStep.resource,
-        tenantId: row.tenantId,
-        priority: task.priority,
-        status: 'ready',
-        input: task.input,
-      });
+        key === undefined ? undefined : findLiveTombstone(tx, task.tenantId, key),
+        tx.insert(taskEvents).values({
+          taskId: row.id,
+          tenantId: row.tenantId,
+          seq: 1,
+          type: 'create',
+          fromStatus: null,
+          toStatus: status,
+          step: firstStep.name,
+          data: { priority: task.priority, type: task.taskType.name },
+        }),
+        tx.insert(taskSteps).values({
+          taskId: row.id,
+          seq: 1,
+          name: firstStep.name,
+          resource: firstStep.resource,
+          tenantId: row.tenantId,
+          priority: task.priority,
+          status: 'ready',
+          input: task.input,
+        }),
+      ]);
+      // A key of a deleted task: thrown to roll the inserts back.
+      if (tombstone) throw new KeyOfDeletedTask(checkSameRequest(tombstone, task, inputHash));
       return { kind: 'created', task: row };
     });
   } catch (error) {
