@@ -167,6 +167,14 @@ export const tasks = pgTable(
     index('tasks_finished_idx')
       .on(t.finishedAt, t.id)
       .where(sql`${t.status} in ('succeeded', 'failed_terminal', 'cancelled')`),
+    // The settler's candidates (lockTasksToSettle): running tasks asked to cancel or pause, and
+    // queued tasks with an approval pending — few rows, found without reading the backlog.
+    index('tasks_settle_requested_idx')
+      .on(t.updatedAt)
+      .where(sql`${t.status} = 'running' and (${t.cancelRequested} or ${t.pauseRequested})`),
+    index('tasks_queued_approval_idx')
+      .on(t.updatedAt)
+      .where(sql`${t.status} = 'queued' and ${t.approval} is not null`),
     check('tasks_priority_ck', sql`${t.priority} between 0 and 3`),
   ],
 );
@@ -231,6 +239,10 @@ export const taskSteps = pgTable(
     index('task_steps_in_flight_idx')
       .on(t.id)
       .where(sql`${t.status} in ('dispatched', 'running')`),
+    // Ready steps not due yet (backoffs, scheduled retries): the settler's third kind of candidate.
+    index('task_steps_ready_due_idx')
+      .on(t.dueAt)
+      .where(sql`${t.status} = 'ready'`),
     // Admission reads the oldest ready steps of each (resource, tenant, priority).
     index('task_steps_ready_group_idx')
       .on(t.resource, t.tenantId, t.priority, t.dueAt, t.id)

@@ -160,11 +160,36 @@ export function claimReadyStepsStatement(
       ? sql`greatest(0, s.priority - floor(extract(epoch from now() - s.due_at) * 1000 / ${admission.agingMs}::numeric)::int)`
       : sql`s.priority::int`;
   return sql`
-    with groups as (
-      select distinct s.resource, s.tenant_id, s.priority
-      from task_steps s
-      where s.status = 'ready' and s.due_at <= now() and ${onlyResources}
-        and ${notHeld} and ${notClosed}
+    -- Every (resource, tenant, priority) with ready steps, found by skipping through the ready
+    -- index one group at a time: as many index probes as groups, however long the backlog (a
+    -- plain DISTINCT read every ready step on every claim).
+    with recursive ready_groups as (
+      (select s.resource, s.tenant_id, s.priority
+       from task_steps s
+       where s.status = 'ready'
+       order by s.resource, s.tenant_id, s.priority
+       limit 1)
+      union all
+      select next.resource, next.tenant_id, next.priority
+      from ready_groups g
+      cross join lateral (
+        select s.resource, s.tenant_id, s.priority
+        from task_steps s
+        where s.status = 'ready'
+          and (s.resource, s.tenant_id, s.priority) > (g.resource, g.tenant_id, g.priority)
+        order by s.resource, s.tenant_id, s.priority
+        limit 1
+      ) next
+    ),
+    groups as (
+      select s.resource, s.tenant_id, s.priority
+      from ready_groups s
+      where ${onlyResources} and ${notHeld} and ${notClosed}
+        and exists (
+          select 1 from task_steps d
+          where d.status = 'ready' and d.resource = s.resource and d.tenant_id = s.tenant_id
+            and d.priority = s.priority and d.due_at <= now()
+        )
     ),
     in_flight as (
       select s.resource, s.tenant_id, count(*)::int as n
@@ -612,9 +637,20 @@ export async function lockTasksToSettle(
   executor: Executor,
   limit: number,
 ): Promise<TaskToSettle[]> {
+  // The candidates come from three small partial indexes (migration 0008); the conditions below
+  // then decide. Without them every pass read the whole tasks table — the backlog and the
+  // finished history — once per batch of outcomes (issue 7 profile).
   const rows = await executor.execute<{ id: string }>(sql`
     select t.id from tasks t
-    where (
+    where t.id in (
+        select c.id from tasks c
+        where c.status = 'running' and (c.cancel_requested or c.pause_requested)
+        union all
+        select c.id from tasks c where c.status = 'queued' and c.approval is not null
+        union all
+        select w.task_id from task_steps w where w.status = 'ready' and w.due_at > now()
+      )
+      and (
         (t.status = 'running' and (t.cancel_requested or t.pause_requested))
         or (t.status = 'queued' and t.approval is not null
             and not exists (select 1 from task_steps r where r.task_id = t.id and r.status = 'ready'))
