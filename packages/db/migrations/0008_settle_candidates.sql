@@ -1,3 +1,3 @@
 CREATE INDEX "task_steps_ready_due_idx" ON "task_steps" USING btree ("due_at") WHERE "task_steps"."status" = 'ready';--> statement-breakpoint
-CREATE INDEX "tasks_settle_requested_idx" ON "tasks" USING btree ("updated_at") WHERE "tasks"."status" = 'running' and ("tasks"."cancel_requested" or "tasks"."pause_requested");--> statement-breakpoint
-CREATE INDEX "tasks_queued_approval_idx" ON "tasks" USING btree ("updated_at") WHERE "tasks"."status" = 'queued' and "tasks"."approval" is not null;
+CREATE INDEX "tasks_settle_requested_idx" ON "tasks" USING btree ("id") WHERE "tasks"."status" = 'running' and ("tasks"."cancel_requested" or "tasks"."pause_requested");--> statement-breakpoint
+CREATE INDEX "tasks_queued_approval_idx" ON "tasks" USING btree ("id") WHERE "tasks"."status" = 'queued' and "tasks"."approval" is not null;

@@ -59,10 +59,48 @@ export function openDatabase(url: string, options: OpenDatabaseOptions = {}): Da
     onnotice: () => {},
     connection: { application_name: options.applicationName ?? 'sluice' },
   });
-  const db = drizzle(sql, { schema });
+  const db = drizzle(preparingClient(sql), { schema });
   return {
     db,
     sql,
     close: (timeoutMs = 5_000) => sql.end({ timeout: timeoutMs / 1_000 }),
   };
+}
+
+/**
+ * The client as drizzle sees it, with every statement prepared: named and kept per connection, so
+ * Postgres parses and plans each distinct statement once per connection instead of on every call.
+ *
+ * Why: drizzle runs every query through `unsafe(text, params, { prepare: false })`, so each one
+ * went to Postgres as an unnamed statement, parsed and planned anew — for the admission claim and
+ * the settler's statements (large CTEs) planning cost more than running them, and Postgres spent
+ * about 10 ms of CPU per task (issue 7 profile). postgres.js re-prepares a statement whose cached
+ * plan a migration invalidated. Transactions and savepoints hand drizzle a new client each; those
+ * prepare too.
+ */
+function preparingClient(sql: postgres.Sql): postgres.Sql {
+  return new Proxy(sql, {
+    get(target, property, receiver) {
+      if (property === 'unsafe') {
+        return (query: string, args?: unknown, options?: postgres.UnsafeQueryOptions) => {
+          const [params, given] = Array.isArray(args)
+            ? [args as postgres.ParameterOrJSON<never>[], options]
+            : [[], args as postgres.UnsafeQueryOptions | undefined];
+          return target.unsafe(query, params, { ...given, prepare: true });
+        };
+      }
+      if (property === 'begin' || property === 'savepoint') {
+        const original = Reflect.get(target, property, receiver) as (
+          ...args: unknown[]
+        ) => Promise<unknown>;
+        return (...args: unknown[]) => {
+          const callback = args.at(-1) as (client: postgres.Sql) => unknown;
+          return original.call(target, ...args.slice(0, -1), (client: postgres.Sql) =>
+            callback(preparingClient(client)),
+          );
+        };
+      }
+      return Reflect.get(target, property, receiver) as unknown;
+    },
+  });
 }

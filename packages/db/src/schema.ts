@@ -169,11 +169,13 @@ export const tasks = pgTable(
       .where(sql`${t.status} in ('succeeded', 'failed_terminal', 'cancelled')`),
     // The settler's candidates (lockTasksToSettle): running tasks asked to cancel or pause, and
     // queued tasks with an approval pending — few rows, found without reading the backlog.
+    // On the id, not updated_at: indexing a column every event bumps would make those updates
+    // non-HOT (a new entry in every index of the table).
     index('tasks_settle_requested_idx')
-      .on(t.updatedAt)
+      .on(t.id)
       .where(sql`${t.status} = 'running' and (${t.cancelRequested} or ${t.pauseRequested})`),
     index('tasks_queued_approval_idx')
-      .on(t.updatedAt)
+      .on(t.id)
       .where(sql`${t.status} = 'queued' and ${t.approval} is not null`),
     check('tasks_priority_ck', sql`${t.priority} between 0 and 3`),
   ],
