@@ -7,8 +7,10 @@ import path from 'node:path';
 import * as prettier from 'prettier';
 import { compareMachine, loadNow } from './machine.js';
 import { Progress } from './progress.js';
-import { drainSvg, markdown, type BenchReport } from './report.js';
-import type { ScenarioResult } from './scenario.js';
+import { drainRateOf } from './rates.js';
+import { CHARTS, markdown, type BenchReport } from './report.js';
+import type { Figure, ScenarioResult, SkippedRun } from './scenario.js';
+import { DEFAULT_LOADS } from './scenarios/end-to-end.js';
 import { SCENARIOS } from './scenarios/index.js';
 import { dropOwnTemplates } from './systems/sluice.js';
 import { loadSystems, systemKey } from './systems/index.js';
@@ -22,6 +24,10 @@ export interface BenchOptions {
   readonly countFor?: Readonly<Record<string, number>>;
   readonly smoke: boolean;
   readonly concurrency: number;
+  /** Loads (% of the drain rate) of the scenarios run once per load; default {@link DEFAULT_LOADS}. */
+  readonly loads?: readonly number[];
+  /** Drain rates (jobs/s) by `--systems` name, over measured and default ones (rates.ts). */
+  readonly rateFor?: Readonly<Record<string, number>>;
   readonly echo: boolean;
   /** Show progress on stderr. */
   readonly progress: boolean;
@@ -44,22 +50,38 @@ export async function runBench(options: BenchOptions): Promise<BenchReport> {
   const startedAt = new Date();
   const machine = await compareMachine();
   const results: ScenarioResult[] = [];
+  const skipped: SkippedRun[] = [];
   try {
     for (const scenarioName of options.scenarios) {
       const scenario = SCENARIOS.get(scenarioName)!;
       const count = options.count ?? (options.smoke ? scenario.smokeCount : scenario.defaultCount);
+      const loads: ReadonlyArray<number | undefined> = scenario.perLoad
+        ? (options.loads ?? DEFAULT_LOADS)
+        : [undefined];
       for (const systemName of options.systems) {
-        const system = systems.get(systemName)!({
-          concurrency: options.concurrency,
-          echo: options.echo,
-        });
-        const result = await scenario.run(system, {
-          count: options.countFor?.[systemName] ?? count,
-          concurrency: options.concurrency,
-          progress,
-        });
-        results.push(result);
-        progress.log(summary(result));
+        const create = () =>
+          systems.get(systemName)!({ concurrency: options.concurrency, echo: options.echo });
+        // Adapters do no I/O before `setup`: an instance tells whether the scenario applies.
+        const reason = scenario.skip?.(create());
+        if (reason !== undefined) {
+          skipped.push({ scenario: scenario.name, system: systemName, reason });
+          progress.log(`${scenario.name} ${systemName}: skipped (${reason})`);
+          continue;
+        }
+        for (const loadPercent of loads) {
+          const system = create();
+          const drainRate = drainRateOf(systemName, options.rateFor ?? {}, results);
+          const result = await scenario.run(system, {
+            count: options.countFor?.[systemName] ?? count,
+            concurrency: options.concurrency,
+            progress,
+            ...(drainRate === undefined ? {} : { drainRate }),
+            ...(loadPercent === undefined ? {} : { loadPercent }),
+            earlier: results,
+          });
+          results.push(result);
+          progress.log(summary(result));
+        }
       }
     }
   } finally {
@@ -69,22 +91,30 @@ export async function runBench(options: BenchOptions): Promise<BenchReport> {
     startedAt,
     machine: { ...machine, loadAtEnd: loadNow() },
     results,
+    skipped,
     command: options.command,
   };
 }
 
 /** One line per result for the terminal. */
 export function summary(result: ScenarioResult): string {
-  const head = `${result.scenario} ${systemKey(result.system)}`;
+  const head = [result.scenario, result.setting, systemKey(result.system)]
+    .filter((p) => p !== undefined)
+    .join(' ');
   if (result.failure !== undefined) return `${head}: FAILED (${result.failure})`;
+  const shown = (f: Figure) =>
+    f.unit === 'jobs/s' ||
+    f.unit === '×' ||
+    f.unit === 'chains/s' ||
+    /^(start|complete|high_backlog|high_idle)_p(50|99)$/.test(f.key);
   const figures = result.figures
-    .filter((f) => f.unit === 'jobs/s')
-    .map((f) => `${f.label} ${Math.round(f.value)} ${f.unit}`)
+    .filter(shown)
+    .map((f) => `${f.label} ${f.value.toFixed(f.unit === 'jobs/s' ? 0 : 1)} ${f.unit}`)
     .join(', ');
   return `${head}: ${figures}; every job exactly once`;
 }
 
-/** Writes results.md and (when the report has drain results) drain.svg into `dir`. */
+/** Writes results.md and a chart per scenario that has one (drain.svg, end-to-end.svg …) into `dir`. */
 export async function writeReport(report: BenchReport, dir: string): Promise<string[]> {
   await mkdir(dir, { recursive: true });
   const written = [path.join(dir, 'results.md')];
@@ -94,9 +124,10 @@ export async function writeReport(report: BenchReport, dir: string): Promise<str
     written[0]!,
     await prettier.format(markdown(report), { ...config, filepath: written[0]! }),
   );
-  if (report.results.some((r) => r.scenario === 'drain')) {
-    const svg = path.join(dir, 'drain.svg');
-    await writeFile(svg, drainSvg(report));
+  for (const [scenario, chart] of Object.entries(CHARTS)) {
+    if (!report.results.some((r) => r.scenario === scenario)) continue;
+    const svg = path.join(dir, `${scenario}.svg`);
+    await writeFile(svg, chart(report));
     written.push(svg);
   }
   return written;

@@ -1,29 +1,34 @@
 /**
  * The side-by-side benchmark (issue 7):
  *
- *   npm run bench -- [scenario|all] [--systems a,b] [--count N] [--count-for s=N,…]
- *                    [--concurrency N] [--smoke] [--out DIR] [--echo]
+ *   npm run bench -- [scenario[,scenario…]|all] [--systems a,b] [--count N] [--count-for s=N,…]
+ *                    [--load P,…] [--rate-for s=N,…] [--concurrency N] [--smoke] [--out DIR] [--echo]
  *
  * runs each scenario on each system in turn, shows progress on stderr, prints one line per result
- * and writes docs/benchmarks/results.md and drain.svg (or into --out). Exits 1 when any run lost or
+ * and writes docs/benchmarks/results.md and a chart per scenario (or into --out). Exits 1 when any run lost or
  * duplicated work or failed. See docs/benchmarks/README.md.
  */
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { runBench, writeReport } from './bench.js';
+import { DEFAULT_LOADS, FULL_LOADS } from './scenarios/end-to-end.js';
 import { DEFAULT_SCENARIOS, SCENARIOS } from './scenarios/index.js';
 import { loadSystems } from './systems/index.js';
 
 const REPO_ROOT = fileURLToPath(new URL('../../../', import.meta.url));
 const DEFAULT_CONCURRENCY = 16;
 
-const USAGE = `usage: npm run bench -- [scenario|all] [options]
+const USAGE = `usage: npm run bench -- [scenario[,scenario…]|all] [options]
 
 scenarios: ${[...SCENARIOS.keys()].join(', ')} (all: ${DEFAULT_SCENARIOS.join(', ')})
   --systems a,b       systems to run (default: all known)
   --count N           jobs per run (default: the scenario's, e.g. drain 20000)
   --count-for s=N,…   jobs per run of some systems (e.g. sluice=2000 when a full run is too long)
+  --load P,…          end-to-end arrivals as % of the drain rate, one run each
+                      (default ${DEFAULT_LOADS.join(',')}; the full set: ${FULL_LOADS.join(',')})
+  --rate-for s=N,…    drain rate (jobs/s) the latency scenarios pace by, per system; otherwise
+                      the rate drain measured earlier in the same command, else rates.ts
   --concurrency N     jobs handled at once by each system (default ${DEFAULT_CONCURRENCY})
   --smoke             tiny counts, to check the harness
   --out DIR           where to write results.md and the charts (default docs/benchmarks)
@@ -37,6 +42,8 @@ async function main(): Promise<number> {
       systems: { type: 'string' },
       count: { type: 'string' },
       'count-for': { type: 'string' },
+      load: { type: 'string' },
+      'rate-for': { type: 'string' },
       concurrency: { type: 'string' },
       smoke: { type: 'boolean', default: false },
       out: { type: 'string' },
@@ -49,28 +56,29 @@ async function main(): Promise<number> {
     return 0;
   }
   const which = positionals[0] ?? 'all';
-  const scenarios = which === 'all' ? DEFAULT_SCENARIOS : [which];
+  // Several in one command (e.g. drain,end-to-end) let the latency scenarios pace by drain's rates.
+  const scenarios = which === 'all' ? DEFAULT_SCENARIOS : which.split(',').map((s) => s.trim());
   const known = await loadSystems();
   const systems = values.systems
     ?.split(',')
     .map((s) => s.trim())
     .filter((s) => s.length > 0) ?? [...known.keys()];
   const count = positiveInt(values.count, '--count');
-  const countFor = Object.fromEntries(
-    (values['count-for'] ?? '')
-      .split(',')
-      .filter((pair) => pair.trim().length > 0)
-      .map((pair) => {
-        const [system = '', n] = pair.split('=');
-        return [system.trim(), positiveInt(n ?? '', `--count-for ${system}`)!];
-      }),
-  );
+  const countFor = perSystem(values['count-for'], '--count-for');
+  const rateFor = perSystem(values['rate-for'], '--rate-for');
+  const loads = values.load?.split(',').map((p) => {
+    const load = positiveInt(p.trim(), '--load')!;
+    if (load > 100) throw new Error('--load is a percentage of the drain rate, at most 100');
+    return load;
+  });
   const concurrency = positiveInt(values.concurrency, '--concurrency') ?? DEFAULT_CONCURRENCY;
   const report = await runBench({
     scenarios,
     systems,
     count,
     countFor,
+    ...(loads === undefined ? {} : { loads }),
+    rateFor,
     smoke: values.smoke,
     concurrency,
     echo: values.echo,
@@ -83,6 +91,19 @@ async function main(): Promise<number> {
   );
   process.stdout.write(`wrote ${written.map((f) => path.relative(REPO_ROOT, f)).join(', ')}\n`);
   return report.results.every((r) => r.failure === undefined) ? 0 : 1;
+}
+
+/** `a=1,b=2` as `{ a: 1, b: 2 }` (positive integers). */
+function perSystem(text: string | undefined, flag: string): Record<string, number> {
+  return Object.fromEntries(
+    (text ?? '')
+      .split(',')
+      .filter((pair) => pair.trim().length > 0)
+      .map((pair) => {
+        const [system = '', n] = pair.split('=');
+        return [system.trim(), positiveInt(n ?? '', `${flag} ${system}`)!];
+      }),
+  );
 }
 
 function positiveInt(text: string | undefined, flag: string): number | undefined {

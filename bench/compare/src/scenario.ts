@@ -1,6 +1,6 @@
 /**
- * What a scenario is and what it reports. Scenarios (drain now; end-to-end, priority isolation,
- * three-step and footprint to come) each run one system at a time and return one result.
+ * What a scenario is and what it reports. Scenarios (drain, end-to-end, idle pickup, priority
+ * isolation; three-step and footprint to come) each run one system at a time and return one result.
  */
 import type { LedgerVerdict } from './ledger.js';
 import type { Progress } from './progress.js';
@@ -12,6 +12,28 @@ export interface ScenarioContext {
   /** Jobs handled at once by the system's workers. */
   readonly concurrency: number;
   readonly progress: Progress;
+  /**
+   * The system's drain rate (jobs/s) and where it came from, for scenarios that pace arrivals
+   * by it (`rates.ts`); undefined when none is known.
+   */
+  readonly drainRate?: DrainRate;
+  /** For a scenario run once per load: arrivals as a percentage of {@link drainRate}. */
+  readonly loadPercent?: number;
+  /** The results of the command so far (three-step compares with the same system's drain). */
+  readonly earlier?: readonly ScenarioResult[];
+}
+
+export interface DrainRate {
+  /** What the system sustains with jobs arriving: end-to-end paces by it. */
+  readonly jobsPerSecond: number;
+  /**
+   * How fast its workers drain a backlog (drain's processing rate; the same as
+   * {@link jobsPerSecond} unless measured): priority paces by it, so its high-priority jobs
+   * arrive while the backlog lasts.
+   */
+  readonly processingPerSecond: number;
+  /** e.g. `measured by drain in this run`, `--rate-for`, `default table (rates.ts)`. */
+  readonly source: string;
 }
 
 /** One named figure of a result, e.g. `{ label: 'processing', value: 5120, unit: 'jobs/s' }`. */
@@ -24,6 +46,8 @@ export interface Figure {
 
 export interface ScenarioResult {
   readonly scenario: string;
+  /** What distinguishes runs of one scenario on one system, e.g. `load 50 %`; absent: nothing. */
+  readonly setting?: string;
   readonly system: SystemInfo;
   readonly count: number;
   readonly concurrency: number;
@@ -42,8 +66,20 @@ export interface Scenario {
   readonly description: string;
   readonly defaultCount: number;
   readonly smokeCount: number;
+  /** Whether the scenario runs once per load (`--load`), with {@link ScenarioContext.loadPercent}. */
+  readonly perLoad?: boolean;
+  /** Why the scenario does not apply to a system (it is then skipped and listed), or undefined. */
+  skip?(system: SystemInfo): string | undefined;
   /** Runs the scenario on a system that is not set up yet; tears it down, also on failure. */
   run(system: QueueSystem, context: ScenarioContext): Promise<ScenarioResult>;
+}
+
+/** A scenario not run on a system, and why. */
+export interface SkippedRun {
+  readonly scenario: string;
+  /** The system's `--systems` name. */
+  readonly system: string;
+  readonly reason: string;
 }
 
 export function ok(result: ScenarioResult): boolean {

@@ -9,8 +9,8 @@ import assert from 'node:assert/strict';
 import { connect } from 'node:net';
 import { test } from 'node:test';
 import { runBench } from './bench.js';
-import { drainSvg, markdown } from './report.js';
-import { ok } from './scenario.js';
+import { CHARTS, drainSvg, markdown } from './report.js';
+import { ok, type ScenarioResult } from './scenario.js';
 import { DEFAULT_SCENARIOS } from './scenarios/index.js';
 import { loadSystems, OWN_SYSTEMS } from './systems/index.js';
 
@@ -34,7 +34,8 @@ function machineRedisAnswers(): Promise<boolean> {
 
 test(
   'every scenario at smoke size: exactly once, with figures',
-  { timeout: 120_000 },
+  // footprint adds ~2 minutes on a loaded 2-core machine (a 2 s idle window per system).
+  { timeout: 540_000 },
   async (t) => {
     const known = [...(await loadSystems()).keys()];
     for (const own of OWN_SYSTEMS) assert.ok(known.includes(own), `${own} is registered`);
@@ -56,7 +57,12 @@ test(
       progress: false,
       command: 'smoke test',
     });
-    assert.equal(report.results.length, DEFAULT_SCENARIOS.length * systems.length);
+    // One load per scenario run once per load (the default set's): each scenario once per system,
+    // run or skipped (the raw floors have no priorities; batched variants send no single jobs).
+    assert.equal(
+      report.results.length + (report.skipped?.length ?? 0),
+      DEFAULT_SCENARIOS.length * systems.length,
+    );
     for (const result of report.results) {
       const name = `${result.scenario} ${result.system.name}${result.system.batched ? ' (batched)' : ''}`;
       assert.ok(ok(result), `${name} failed: ${result.failure}`);
@@ -69,7 +75,15 @@ test(
       const rates = result.figures.filter((f) => f.unit === 'jobs/s');
       assert.ok(rates.length > 0 && rates.every((f) => f.value > 0), `${name} has rates`);
       assert.ok(Object.keys(result.versions).length > 0, `${name} has versions`);
+      for (const measure of LATENCY_MEASURES[result.scenario] ?? []) {
+        assertPercentiles(result, measure, name);
+      }
     }
+    const ran = new Set(report.results.map((r) => r.scenario));
+    for (const scenario of ['end-to-end', 'idle-pickup', 'priority']) {
+      assert.ok(ran.has(scenario), `${scenario} ran on some system`);
+    }
+    assertFootprints(report.results.filter((r) => r.scenario === 'footprint'));
     const text = markdown(report);
     for (const result of report.results)
       assert.match(text, new RegExp(`\\| ${result.system.name} \\|`));
@@ -85,5 +99,59 @@ test(
     const svg = drainSvg(failed);
     assert.match(svg, /FAILED: 3 missing of 200/);
     assert.doesNotMatch(svg, /fill="#3182bd" ?\/>\s*<text[^>]*>\d/);
+
+    // Every chart renders its scenario's results, and a failed latency run without bars.
+    for (const [scenario, chart] of Object.entries(CHARTS)) {
+      const svg = chart(report);
+      assert.match(svg, /^<svg[\s\S]*<\/svg>\n$/, `${scenario} chart`);
+      const run = report.results.find((r) => r.scenario === scenario);
+      if (run === undefined || scenario === 'drain') continue;
+      assert.match(svg, new RegExp(run.system.name), `${scenario} chart names ${run.system.name}`);
+      const broken = chart({ ...report, results: [{ ...run, failure: '2 duplicated of 60' }] });
+      assert.match(broken, /FAILED: 2 duplicated of 60/);
+      assert.doesNotMatch(broken, /<rect x="\d+" y="\d+" width="[\d.]+" height="12"/);
+    }
   },
 );
+
+/** The latency figures each latency scenario must report (`<key>_p50/p95/p99`, in ms). */
+const LATENCY_MEASURES: Readonly<Record<string, readonly string[]>> = {
+  'end-to-end': ['start', 'complete', 'enqueue'],
+  'idle-pickup': ['start', 'complete', 'enqueue'],
+  priority: ['high_backlog', 'high_idle'],
+};
+
+function assertPercentiles(result: ScenarioResult, key: string, name: string): void {
+  const value = (p: string) => result.figures.find((f) => f.key === `${key}_${p}`)?.value;
+  const [p50, p95, p99] = [value('p50'), value('p95'), value('p99')];
+  assert.ok(
+    p50 !== undefined && p95 !== undefined && p99 !== undefined,
+    `${name} ${key} p50/95/99`,
+  );
+  assert.ok(p50 <= p95 && p95 <= p99, `${name} ${key}: p50 ≤ p95 ≤ p99`);
+}
+
+/**
+ * Footprint measured the processes: CPU per 1,000 jobs of both phases, the bench process's peak
+ * memory, and (the systems naming processes of their own) the peak of another process too.
+ */
+function assertFootprints(results: readonly ScenarioResult[]): void {
+  assert.ok(results.length > 0, 'footprint ran on some system');
+  for (const result of results) {
+    const name = `footprint ${result.system.name}${result.system.batched ? ' (batched)' : ''}`;
+    const value = (key: string) => result.figures.find((f) => f.key === key)?.value;
+    for (const key of ['cpu_enqueue_per_1k', 'cpu_processing_per_1k', 'backlog_mb']) {
+      assert.notEqual(value(key), undefined, `${name} ${key}`);
+    }
+    const peaks = result.figures.filter((f) => f.key.startsWith('peak_mb:'));
+    const bench = peaks.find((f) => f.key === 'peak_mb:client' || f.key.includes('bench process'));
+    assert.ok(bench !== undefined && bench.value > 10, `${name}: the bench process's peak`);
+    const own = peaks.filter((f) => f !== bench && !f.label.endsWith(' Δ'));
+    if (!result.system.name.startsWith('raw-jetstream') && result.system.name !== 'bullmq') {
+      assert.ok(
+        own.some((f) => f.value > 0),
+        `${name}: a process of its own measured`,
+      );
+    }
+  }
+}

@@ -50,4 +50,51 @@ export interface QueueSystem extends SystemInfo {
   teardown(): Promise<void>;
   /** Versions of the software under test (client library, server), for the result table. */
   versions(): Promise<Record<string, string>>;
+  /**
+   * The OS processes of the system besides the bench process, for the footprint scenario: its
+   * own servers and services, and the backends a shared server runs for it. Called again as the
+   * run goes on (connections and workers start later); absent: only the bench process is measured.
+   */
+  processes?(): Promise<readonly SystemProcess[]>;
+  /**
+   * Starts observing when jobs complete (called after `setup`, before `enqueue` and
+   * `startWorkers`), through what the system offers an observer: an event, a stream, its record.
+   * Absent where the system offers no sound way; its completion latencies are then not reported.
+   */
+  watchCompletions?(): Promise<CompletionWatch>;
+}
+
+/** Completion times of one run, as far as the system lets an observer know them. */
+export interface CompletionWatch {
+  /**
+   * When each of `ids` completed (epoch ms, the clock of {@link Job.scheduledAt}), once every one
+   * did or `timeoutMs` passed; ids not seen complete are absent.
+   */
+  completions(ids: readonly string[], timeoutMs: number): Promise<ReadonlyMap<string, number>>;
+  /** Stops observing (before `teardown`); idempotent. */
+  stop(): Promise<void>;
+}
+
+/** One OS process of a system under test (see {@link QueueSystem.processes}). */
+export interface SystemProcess {
+  /** What it is, e.g. `gateway`, `redis-server`; processes of one role are reported summed. */
+  readonly role: string;
+  readonly pid: number;
+  /**
+   * A server the machine runs for everyone (its nats-server, its Redis): its memory is reported
+   * as the growth over the run, and its CPU time includes whatever else used it meanwhile.
+   */
+  readonly shared?: boolean;
+  /** Count its descendants with it (a `node --import tsx` service and its esbuild). */
+  readonly withDescendants?: boolean;
+  /** Count only its own pages (`RssAnon`), as for Postgres backends that map shared buffers. */
+  readonly privateMemory?: boolean;
+  /** It runs the system's workers: the bench process is then only the client. */
+  readonly runsWorkers?: boolean;
+  /**
+   * Its whole life is the run's work (a Postgres backend a pool opens under load): when it
+   * appears during a run, its CPU time from its start counts. Otherwise a process that appears
+   * counts from when it is first seen (a started worker process's start-up is not per job).
+   */
+  readonly countFromStart?: boolean;
 }

@@ -9,6 +9,7 @@
  * Each run gets its own queue name; teardown obliterates the queue.
  */
 import { Queue, Worker, type ConnectionOptions, type JobsOptions } from 'bullmq';
+import { CompletionLog } from '../completion-log.js';
 import { chunks, forEachBounded } from '../pool.js';
 import type { Job, QueueSystem, StartOptions } from '../system.js';
 import { packageVersion } from '../versions.js';
@@ -21,6 +22,7 @@ import {
   toPayload,
   type PeerPayload,
 } from './peer-job.js';
+import { redisProcessId } from './footprint-processes.js';
 import { startRedisServer, type RedisServer } from './redis-server.js';
 
 /** Where the machine's Redis listens (no persistence). */
@@ -53,6 +55,7 @@ export function createBullmq(options: BullmqOptions): BullmqSystem {
   let queue: Queue<PeerPayload> | undefined;
   let worker: Worker<PeerPayload> | undefined;
   let redisVersion = 'unknown';
+  let completed: CompletionLog | undefined;
 
   const connection = (): ConnectionOptions => {
     if (!redis) throw new Error('bullmq: setup() first');
@@ -129,6 +132,8 @@ export function createBullmq(options: BullmqOptions): BullmqSystem {
       );
       // An 'error' event without a listener would crash the process; report it instead.
       worker.on('error', (error) => console.error(`bullmq worker: ${error.message}`));
+      // Emitted once BullMQ moved the job to completed in Redis.
+      worker.on('completed', (job) => completed?.record(fromPayload(job.data).id));
       await worker.waitUntilReady();
     },
 
@@ -146,8 +151,20 @@ export function createBullmq(options: BullmqOptions): BullmqSystem {
       }
     },
 
+    watchCompletions() {
+      completed = new CompletionLog();
+      return Promise.resolve(completed);
+    },
+
     async versions() {
       return { bullmq: await packageVersion('bullmq'), redis: redisVersion };
+    },
+
+    async processes() {
+      if (server) return [{ role: 'redis-server (private)', pid: server.pid }];
+      // The machine's Redis serves whoever else uses it too: it is shared.
+      const pid = redisProcessId(await (await ready().client).info());
+      return pid === undefined ? [] : [{ role: 'redis-server (shared)', pid, shared: true }];
     },
   };
 }

@@ -17,6 +17,7 @@ import {
   type TaskSpec,
   type WorkerUtils,
 } from 'graphile-worker';
+import { CompletionLog } from '../completion-log.js';
 import { chunks, forEachBounded } from '../pool.js';
 import type { Job, QueueSystem, StartOptions } from '../system.js';
 import { packageVersion } from '../versions.js';
@@ -27,6 +28,7 @@ import {
   PEER_BATCH,
   toPayload,
 } from './peer-job.js';
+import { POSTGRES_BACKENDS_QUERY, postgresBackends } from './footprint-processes.js';
 
 /** The task every benchmark job runs. */
 const TASK = 'noop';
@@ -67,6 +69,7 @@ export function createGraphileWorker(options: { batched: boolean }): GraphileSys
   let utils: WorkerUtils | undefined;
   let runner: Runner | undefined;
   let serverVersion = 'unknown';
+  let completed: CompletionLog | undefined;
 
   const ready = (): WorkerUtils => {
     if (!utils) throw new Error('graphile-worker: setup() first');
@@ -136,6 +139,13 @@ export function createGraphileWorker(options: { batched: boolean }): GraphileSys
           },
         },
       });
+      // 'job:complete' without an error comes after completeJob resolved ('job:success' before it).
+      const log = completed;
+      if (log) {
+        runner.events.on('job:complete', ({ job, error }) => {
+          if (error === undefined || error === null) log.record(fromPayload(job.payload).id);
+        });
+      }
     },
 
     async teardown() {
@@ -151,11 +161,23 @@ export function createGraphileWorker(options: { batched: boolean }): GraphileSys
       }
     },
 
+    watchCompletions() {
+      completed = new CompletionLog();
+      return Promise.resolve(completed);
+    },
+
     async versions() {
       return {
         'graphile-worker': await packageVersion('graphile-worker'),
         postgres: serverVersion,
       };
+    },
+
+    async processes() {
+      const { rows } = await ready().withPgClient((client) =>
+        client.query<{ pid: number }>(POSTGRES_BACKENDS_QUERY),
+      );
+      return postgresBackends(rows);
     },
   };
 }

@@ -12,7 +12,7 @@
 import { createTestDatabase, type TestDatabase } from '@sluice/db/testing';
 import PgBoss from 'pg-boss';
 import { chunks, forEachBounded } from '../pool.js';
-import type { Job, QueueSystem, StartOptions } from '../system.js';
+import type { CompletionWatch, Job, QueueSystem, StartOptions } from '../system.js';
 import { packageVersion } from '../versions.js';
 import {
   BATCHES_IN_FLIGHT,
@@ -23,6 +23,7 @@ import {
   toPayload,
   type PeerPayload,
 } from './peer-job.js';
+import { POSTGRES_BACKENDS_QUERY, postgresBackends } from './footprint-processes.js';
 
 /** pg-boss refuses polling intervals under half a second. */
 const POLLING_INTERVAL_SECONDS = 0.5;
@@ -142,8 +143,36 @@ export function createPgBoss(options: { batched: boolean }): PgBossSystem {
       }
     },
 
+    // pg-boss 10 emits no completion event and completes without awaiting it; what it records is
+    // the job's `completed_on` (the completing statement's time on the Postgres clock), also what
+    // its `getJobById` returns. Read for the whole queue at once rather than a call per job.
+    watchCompletions() {
+      const b = ready();
+      const watch: CompletionWatch = {
+        async completions(ids, timeoutMs) {
+          const wanted = new Set(ids);
+          const found = new Map<string, number>();
+          const deadline = Date.now() + timeoutMs;
+          for (;;) {
+            for (const [id, at] of await completedJobs(b, queueName)) {
+              if (wanted.has(id)) found.set(id, at);
+            }
+            if (found.size >= wanted.size || Date.now() >= deadline) return found;
+            await new Promise((resolve) => setTimeout(resolve, 100));
+          }
+        },
+        stop: () => Promise.resolve(),
+      };
+      return Promise.resolve(watch);
+    },
+
     async versions() {
       return { 'pg-boss': await packageVersion('pg-boss'), postgres: serverVersion };
+    },
+
+    async processes() {
+      const { rows } = await ready().getDb().executeSql(POSTGRES_BACKENDS_QUERY, []);
+      return postgresBackends(rows as Array<{ pid: unknown }>);
     },
   };
 }
@@ -157,4 +186,18 @@ async function activeJobs(boss: PgBoss, queue: string): Promise<number> {
     ]);
   const row = rows[0] as { n?: unknown } | undefined;
   return typeof row?.n === 'number' ? row.n : 0;
+}
+
+/** The harness id and `completed_on` (epoch ms) of every completed job of `queue`. */
+async function completedJobs(boss: PgBoss, queue: string): Promise<Map<string, number>> {
+  const { rows } = await boss.getDb().executeSql(
+    `SELECT data->>'id' AS id, (extract(epoch FROM completed_on) * 1000)::float8 AS at
+       FROM pgboss.job WHERE name = $1 AND state = 'completed'`,
+    [queue],
+  );
+  const out = new Map<string, number>();
+  for (const row of rows as Array<{ id?: unknown; at?: unknown }>) {
+    if (typeof row.id === 'string' && typeof row.at === 'number') out.set(row.id, row.at);
+  }
+  return out;
 }

@@ -18,8 +18,10 @@ import {
 import type { NatsConnection } from '@nats-io/transport-node';
 import { closeNats, connectNats, fetchEach } from '@sluice/bus';
 import { natsUrl } from '@sluice/bus/testing';
+import { CompletionLog } from '../completion-log.js';
 import { forEachBounded } from '../pool.js';
 import { packageVersion } from '../versions.js';
+import { machineNatsServer } from './footprint-processes.js';
 import type { Job, QueueSystem, StartOptions } from '../system.js';
 
 /** Publishes awaiting their ack at once: pipelined, still one acknowledged message each. */
@@ -39,6 +41,7 @@ export function createRawJetStream(): QueueSystem {
   let stopping = false;
   let workerError: Error | undefined;
   const loops: Promise<void>[] = [];
+  let completed: CompletionLog | undefined;
 
   return {
     name: 'raw-jetstream',
@@ -89,6 +92,8 @@ export function createRawJetStream(): QueueSystem {
                 async (message) => {
                   await options.handler({ id: message.string() });
                   message.ack();
+                  // The ack is sent, not confirmed (the floor does not wait for the server).
+                  completed?.record(message.string());
                 },
               );
             }
@@ -108,11 +113,20 @@ export function createRawJetStream(): QueueSystem {
       if (workerError !== undefined) throw workerError;
     },
 
+    watchCompletions() {
+      completed = new CompletionLog();
+      return Promise.resolve(completed);
+    },
+
     async versions() {
       return {
         'nats-server': nc?.info?.version ?? 'unknown',
         '@nats-io/jetstream': await packageVersion('@nats-io/jetstream'),
       };
+    },
+
+    processes() {
+      return machineNatsServer();
     },
   };
 }

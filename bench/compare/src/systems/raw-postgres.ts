@@ -9,9 +9,11 @@
  */
 import { createTestDatabase, type TestDatabase } from '@sluice/db/testing';
 import postgres from 'postgres';
+import { CompletionLog } from '../completion-log.js';
 import { chunks, forEachBounded } from '../pool.js';
 import type { Job, QueueSystem, StartOptions } from '../system.js';
 import { packageVersion } from '../versions.js';
+import { POSTGRES_BACKENDS_QUERY, postgresBackends } from './footprint-processes.js';
 
 /** Rows per statement of the batched variant. */
 export const RAW_POSTGRES_BATCH = 500;
@@ -29,6 +31,7 @@ export function createRawPostgres(options: { batched: boolean }): QueueSystem {
   let stopping = false;
   let workerError: Error | undefined;
   const loops: Promise<void>[] = [];
+  let completed: CompletionLog | undefined;
 
   const connection = (): Sql => {
     if (!sql) throw new Error('raw-postgres: setup() first');
@@ -82,6 +85,8 @@ export function createRawPostgres(options: { batched: boolean }): QueueSystem {
                 continue;
               }
               await Promise.all(rows.map((row) => start.handler({ id: row.id })));
+              // The update committed before the handlers ran; the job is done once they resolved.
+              for (const row of rows) completed?.record(row.id);
             }
           })().catch((error: unknown) => {
             // The run then misses jobs and fails; teardown reports why.
@@ -100,11 +105,22 @@ export function createRawPostgres(options: { batched: boolean }): QueueSystem {
       if (workerError !== undefined) throw workerError;
     },
 
+    watchCompletions() {
+      completed = new CompletionLog();
+      return Promise.resolve(completed);
+    },
+
     async versions() {
       const [row] = sql
         ? await sql<{ v: string }[]>`select current_setting('server_version') as v`
         : [];
       return { postgres: row?.v ?? 'unknown', 'postgres.js': await packageVersion('postgres') };
+    },
+
+    async processes() {
+      return postgresBackends(
+        await connection().unsafe<{ pid: number }[]>(POSTGRES_BACKENDS_QUERY),
+      );
     },
   };
 }

@@ -15,9 +15,18 @@ import { fileURLToPath } from 'node:url';
 import { registerTaskType } from '@sluice/db';
 import { adminDatabaseUrl } from '@sluice/db/testing';
 import { isServiceError } from '@sluice/sdk/client';
+import { closeNats, connectNats, createBusCatalog, decodeMessageOf } from '@sluice/bus';
+import { natsUrl } from '@sluice/bus/testing';
 import postgres from 'postgres';
 import { startE2eStack, type E2eStack } from '../../../../test/support/e2e-stack.js';
+import { CompletionLog } from '../completion-log.js';
+import { epochNow } from '../latency.js';
 import { forEachBounded } from '../pool.js';
+import {
+  machineNatsServer,
+  POSTGRES_BACKENDS_QUERY,
+  postgresBackends,
+} from './footprint-processes.js';
 import type { Job, JobHandler, QueueSystem, StartOptions } from '../system.js';
 import { packageVersion } from '../versions.js';
 import { manifestOf } from '../../../../services/executor/src/task-registry.js';
@@ -37,6 +46,8 @@ const DEADLINE_EXCEEDED = 4;
 const UNAVAILABLE = 14;
 /** Retries of one create (same idempotency key) before the run fails. */
 const MAX_CREATE_ATTEMPTS = 50;
+/** The harness's priorities as Sluice's: high jumps the queue, low waits behind the default. */
+const PRIORITY = { high: 'PRIORITY_P0', low: 'PRIORITY_P3' } as const;
 
 export interface SluiceSystemOptions {
   /** Steps the executor runs at once (`SLUICE_EXECUTOR_SLOTS`); the stack is configured at setup. */
@@ -53,6 +64,7 @@ export function createSluice(options: SluiceSystemOptions): QueueSystem & {
   let server: Server | undefined;
   let handler: JobHandler | undefined;
   let retried = 0;
+  let completions: TaskCompletions | undefined;
 
   const running = (): E2eStack => {
     if (!e2e) throw new Error('sluice: setup() first');
@@ -104,12 +116,13 @@ export function createSluice(options: SluiceSystemOptions): QueueSystem & {
       await forEachBounded(jobs, CREATES_IN_FLIGHT, async (job) => {
         for (let attempt = 1; ; attempt += 1) {
           try {
-            await client.createTask({
+            const { task } = await client.createTask({
               type: BENCH_TASK_TYPE,
-              priority: 'PRIORITY_P2',
+              priority: job.priority === undefined ? 'PRIORITY_P2' : PRIORITY[job.priority],
               input: { job_id: job.id },
               idempotencyKey: job.id,
             });
+            completions?.taskCreated(task.task_id, job.id);
             return;
           } catch (error) {
             const code = isServiceError(error) ? Number(error.code) : undefined;
@@ -144,6 +157,12 @@ export function createSluice(options: SluiceSystemOptions): QueueSystem & {
       }
     },
 
+    async watchCompletions() {
+      const { prefix } = running();
+      completions = await watchTaskCompletions(prefix);
+      return completions;
+    },
+
     async versions() {
       const [row] = await running().handle.sql<
         { v: string }[]
@@ -153,6 +172,29 @@ export function createSluice(options: SluiceSystemOptions): QueueSystem & {
         postgres: row?.v ?? 'unknown',
         '@sluice/sdk': await packageVersion('@sluice/sdk'),
       };
+    },
+
+    async processes() {
+      const { stack, handle } = running();
+      // Each service with the esbuild its `node --import tsx` starts (deploy/run-service.sh runs
+      // them so too); an executor is named by its resource and start order: one role for all.
+      const services = stack.all.flatMap((service) =>
+        service.pid === undefined
+          ? []
+          : [
+              {
+                role: service.options.service,
+                pid: service.pid,
+                withDescendants: true,
+                runsWorkers: service.options.service === 'executor',
+              },
+            ],
+      );
+      // Not the connection asking: it is the harness's (registering the type, reading versions).
+      const backends = await handle.sql.unsafe<{ pid: number }[]>(
+        `${POSTGRES_BACKENDS_QUERY} and pid <> pg_backend_pid()`,
+      );
+      return [...services, ...postgresBackends(backends), ...(await machineNatsServer())];
     },
   };
 }
@@ -190,4 +232,53 @@ export async function dropOwnTemplates(): Promise<void> {
   } finally {
     await sql.end({ timeout: 1 });
   }
+}
+
+/** Completions of Sluice tasks, by the harness's job ids. */
+class TaskCompletions extends CompletionLog {
+  private readonly jobOfTask = new Map<string, string>();
+  /** Completions of tasks whose create had not answered yet: task id → time. */
+  private readonly early = new Map<string, number>();
+
+  /** Tells which job a created task runs (its `complete` event names the task only). */
+  taskCreated(taskId: string, jobId: string): void {
+    this.jobOfTask.set(taskId, jobId);
+    const at = this.early.get(taskId);
+    if (at !== undefined) {
+      this.early.delete(taskId);
+      this.record(jobId, at);
+    }
+  }
+
+  taskCompleted(taskId: string, at: number): void {
+    const jobId = this.jobOfTask.get(taskId);
+    if (jobId === undefined) this.early.set(taskId, at);
+    else this.record(jobId, at);
+  }
+}
+
+/**
+ * Observes completions through Sluice's public task events (docs/events.md): one plain NATS
+ * subscription to `<prefix>.events.>`, where the event relay publishes each recorded event; a
+ * task's `complete` event is its completion, timed when it reaches the harness (so the relay's
+ * delay is included, as for any subscriber).
+ */
+async function watchTaskCompletions(prefix: string): Promise<TaskCompletions> {
+  const nc = await connectNats({ url: natsUrl(), name: `bench-sluice-completions-${prefix}` });
+  const log = new TaskCompletions(() => closeNats(nc));
+  nc.subscribe(createBusCatalog(prefix).subjects.eventsAll, {
+    callback: (error, message) => {
+      if (error) return;
+      const at = epochNow();
+      try {
+        const notice = decodeMessageOf('task.event', message.subject, message.data);
+        if (notice.event === 'complete') log.taskCompleted(notice.task_id, at);
+      } catch {
+        // Not an event notice: nothing this watch counts (a missing completion shows as such).
+      }
+    },
+  });
+  // The subscription is registered with the server before the first task is created.
+  await nc.flush();
+  return log;
 }

@@ -1,0 +1,75 @@
+/**
+ * The footprint table of results.md (scenarios/footprint.ts): per system the CPU seconds per
+ * 1,000 jobs enqueued and processed (the client's apart where the system's workers run in their
+ * own processes), the memory with the backlog, and the peak memory of each of its processes.
+ */
+import { ok, type ScenarioResult } from './scenario.js';
+
+function figure(r: ScenarioResult, key: string): number | undefined {
+  return r.figures.find((f) => f.key === key)?.value;
+}
+
+function format(value: number | undefined, digits: number): string {
+  if (value === undefined || !Number.isFinite(value)) return '–';
+  return value.toLocaleString('en-US', {
+    minimumFractionDigits: digits,
+    maximumFractionDigits: digits,
+  });
+}
+
+/** The system's CPU per 1,000 jobs of a phase, with the client's where it is reported apart. */
+function cpuCell(r: ScenarioResult, key: string, digits = 2): string {
+  const total = format(figure(r, key), digits);
+  const client = figure(r, `${key}:client`);
+  return client === undefined ? total : `${total} (+ client ${format(client, digits)})`;
+}
+
+function variant(r: ScenarioResult): string {
+  return r.system.batched ? 'batched' : 'one-at-a-time';
+}
+
+/** The roles of a result (by their peak figures), in the order they were found. */
+function roles(r: ScenarioResult): Array<{ name: string; label: string }> {
+  return r.figures
+    .filter((f) => f.key.startsWith('peak_mb:'))
+    .map((f) => ({ name: f.key.slice('peak_mb:'.length), label: f.label.replace(/^peak /, '') }));
+}
+
+function processRows(r: ScenarioResult): string[] {
+  const idle = figure(r, 'bench_idle_mb');
+  return roles(r).map(({ name, label }) => {
+    const isBench = name === 'client' || name.startsWith('bench process');
+    const peak = `${format(figure(r, `peak_mb:${name}`), 0)}${isBench ? ` (${format(idle, 0)} before setup)` : ''}`;
+    return (
+      `| ${r.system.name} | ${variant(r)} | ${label} | ${peak} | ${format(figure(r, `backlog_mb:${name}`), 0)} | ` +
+      `${format(figure(r, `cpu_enqueue_per_1k:${name}`), 2)} | ${format(figure(r, `cpu_processing_per_1k:${name}`), 2)} | ` +
+      `${format(figure(r, `idle_cpu_percent:${name}`), 1)} |`
+    );
+  });
+}
+
+export function footprintTable(results: readonly ScenarioResult[]): string[] {
+  return [
+    '| System | Variant | Durability | Backlog (jobs) | Enqueue (jobs/s) | Processing (jobs/s) | CPU s per 1,000 enqueued | CPU s per 1,000 processed | CPU idle (% of a core) | Memory with the backlog (MB) | Exactly once |',
+    '| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |',
+    ...results.map((r) => {
+      const good = ok(r);
+      const cell = (text: string) => (good ? text : 'failed');
+      return (
+        `| ${r.system.name} | ${variant(r)} | ${r.system.durability} | ${r.count} | ` +
+        `${cell(format(figure(r, 'enqueue_rate'), 0))} | ${cell(format(figure(r, 'processing_rate'), 0))} | ` +
+        `${cell(cpuCell(r, 'cpu_enqueue_per_1k'))} | ${cell(cpuCell(r, 'cpu_processing_per_1k'))} | ` +
+        `${cell(cpuCell(r, 'idle_cpu_percent', 1))} | ${cell(format(figure(r, 'backlog_mb'), 1))} | ` +
+        `${good ? 'yes' : `**FAILED**: ${(r.failure ?? '').replaceAll('|', '\\|').replaceAll('\n', ' ')}`} |`
+      );
+    }),
+    '',
+    'Per process:',
+    '',
+    '| System | Variant | Process | Peak memory (MB) | With the backlog (MB) | CPU s per 1,000 enqueued | CPU s per 1,000 processed | CPU idle (% of a core) |',
+    '| --- | --- | --- | ---: | ---: | ---: | ---: | ---: |',
+    ...results.filter(ok).flatMap(processRows),
+    '',
+    'CPU: user + system seconds per 1,000 jobs of the system’s processes, and of the bench process where the workers run in it (a client only is shown apart); idle: the set-up system over 2 s with nothing to do, which every phase pays for as long as it lasts. Memory: resident (VmRSS), sampled every 250 ms; Postgres backends: the connections to the run’s database summed, their own pages only (RssAnon; the shared buffers and the server’s background processes are not attributed). Δ: a server the machine shares (its nats-server, its Redis): its growth over the run, and CPU time that includes any other use meanwhile.',
+  ];
+}

@@ -1,0 +1,245 @@
+/**
+ * What the latency scenarios (end-to-end, idle pickup, priority) share: open-loop arrivals, the
+ * handler-start log, latency figures, and the frame of a run (setup, versions, teardown, verdict).
+ *
+ * Open loop: every job has a send time fixed in advance at a constant interval, and is sent then
+ * whether or not earlier sends were answered; latency runs from that *scheduled* time, so a slow
+ * answer or a late harness tick counts against the system instead of quietly delaying the next
+ * sends (no coordinated omission).
+ */
+import { describeVerdict, type Ledger } from '../ledger.js';
+import { epochNow, summarize, type LatencySummary } from '../latency.js';
+import type { Figure, ScenarioContext, ScenarioResult } from '../scenario.js';
+import type { Job, JobHandler, QueueSystem } from '../system.js';
+import { systemKey } from '../systems/index.js';
+
+/** Grace after the ledger is complete for late duplicates to show up (as drain). */
+export const DUPLICATE_GRACE_MS = 500;
+/** How long completions may trail the last handler start before they count as unavailable. */
+export const COMPLETION_TIMEOUT_MS = 30_000;
+
+/** How long the workers may take to handle a phase's jobs after the last send. */
+export function handlingTimeoutMs(count: number): number {
+  return Math.max(120_000, (count / 10) * 1_000);
+}
+
+/** Jobs `${run}-${prefix}${i}` scheduled every `intervalMs` from `firstAt` (epoch ms). */
+export function scheduledJobs(options: {
+  readonly run: string;
+  readonly prefix: string;
+  readonly count: number;
+  readonly firstAt: number;
+  readonly intervalMs: number;
+  readonly priority?: 'high' | 'low';
+}): Job[] {
+  return Array.from({ length: options.count }, (_, i) => ({
+    id: `${options.run}-${options.prefix}${i}`,
+    scheduledAt: options.firstAt + i * options.intervalMs,
+    ...(options.priority === undefined ? {} : { priority: options.priority }),
+  }));
+}
+
+/** The first handler start of every job (epoch ms), in front of the ledger. */
+export class StartLog {
+  readonly startedAt = new Map<string, number>();
+  private readonly listeners = new Set<(id: string) => void>();
+
+  constructor(private readonly ledger: Ledger) {}
+
+  readonly handler: JobHandler = (job: Job) => {
+    if (!this.startedAt.has(job.id)) {
+      this.startedAt.set(job.id, epochNow());
+      for (const listener of this.listeners) listener(job.id);
+    }
+    return this.ledger.handler(job);
+  };
+
+  /** Calls `listener` with every job's id at its first start, until the returned function is called. */
+  onStart(listener: (id: string) => void): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+
+  /** Resolves once every one of `ids` started, or rejects after `timeoutMs`. */
+  async waitStarted(ids: readonly string[], timeoutMs: number): Promise<void> {
+    const pending = new Set(ids.filter((id) => !this.startedAt.has(id)));
+    if (pending.size === 0) return;
+    await new Promise<void>((resolve, reject) => {
+      const stop = this.onStart((id) => {
+        if (pending.delete(id) && pending.size === 0) {
+          clearTimeout(timer);
+          stop();
+          resolve();
+        }
+      });
+      const timer = setTimeout(() => {
+        stop();
+        reject(
+          new Error(`${pending.size} of ${ids.length} jobs not started after ${timeoutMs} ms`),
+        );
+      }, timeoutMs);
+    });
+  }
+}
+
+export interface SendTimes {
+  /** How long each `enqueue` call took until the system acknowledged it (ms). */
+  readonly enqueueMs: number[];
+  /** How late each call was made against its scheduled time (ms): the harness's own lag. */
+  readonly sendLagMs: number[];
+}
+
+/**
+ * Sends each job on its own at its `scheduledAt` (ascending), one `enqueue([job])` call each, not
+ * waiting for earlier calls; resolves once every call was answered, rejects with the first failure.
+ */
+export async function sendOpenLoop(
+  system: QueueSystem,
+  jobs: readonly Job[],
+  onSent?: (job: Job) => void,
+): Promise<SendTimes> {
+  const enqueueMs: number[] = [];
+  const sendLagMs: number[] = [];
+  const calls: Promise<void>[] = [];
+  let next = 0;
+  while (next < jobs.length) {
+    const now = epochNow();
+    for (let job = jobs[next]; job !== undefined && (job.scheduledAt ?? 0) <= now;) {
+      const calledAt = epochNow();
+      sendLagMs.push(calledAt - (job.scheduledAt ?? calledAt));
+      calls.push(
+        system.enqueue([job]).then(() => {
+          enqueueMs.push(epochNow() - calledAt);
+        }),
+      );
+      onSent?.(job);
+      next += 1;
+      job = jobs[next];
+    }
+    const upcoming = jobs[next];
+    if (upcoming !== undefined) {
+      const wait = (upcoming.scheduledAt ?? 0) - epochNow();
+      await new Promise((resolve) => setTimeout(resolve, Math.max(0, wait)));
+    }
+  }
+  const settled = await Promise.allSettled(calls);
+  const failed = settled.find((s): s is PromiseRejectedResult => s.status === 'rejected');
+  if (failed) throw failed.reason;
+  return { enqueueMs, sendLagMs };
+}
+
+/** Latency of `ids` from their scheduled send time to `ends` (ms); ids without an end left out. */
+export function sinceScheduled(jobs: readonly Job[], ends: ReadonlyMap<string, number>): number[] {
+  const out: number[] = [];
+  for (const job of jobs) {
+    const end = ends.get(job.id);
+    if (end !== undefined && job.scheduledAt !== undefined) out.push(end - job.scheduledAt);
+  }
+  return out;
+}
+
+/** p50/p95/p99 (and max) figures of `summary`, in ms, keyed `${key}_p50` … */
+export function latencyFigures(key: string, label: string, summary: LatencySummary): Figure[] {
+  return [
+    { key: `${key}_p50`, label: `${label} p50`, value: summary.p50, unit: 'ms' },
+    { key: `${key}_p95`, label: `${label} p95`, value: summary.p95, unit: 'ms' },
+    { key: `${key}_p99`, label: `${label} p99`, value: summary.p99, unit: 'ms' },
+    { key: `${key}_max`, label: `${label} max`, value: summary.max, unit: 'ms' },
+  ];
+}
+
+/** Pushes the latency figures of `samples` when there are any. */
+export function pushLatency(
+  figures: Figure[],
+  key: string,
+  label: string,
+  samples: readonly number[],
+): LatencySummary | undefined {
+  const summary = summarize(samples);
+  if (summary) figures.push(...latencyFigures(key, label, summary));
+  return summary;
+}
+
+/** What a scenario's body adds to its result. */
+export interface RunFrame {
+  readonly figures: Figure[];
+  readonly notes: string[];
+  /** `<scenario> <system>` for progress lines. */
+  readonly label: string;
+  /** Why the run did not finish (a timeout), when it did not; the verdict is added to it. */
+  incomplete?: string;
+}
+
+/**
+ * Sets the system up, runs `body`, tears the system down (also on failure) and returns the result,
+ * failed when the body threw, did not finish or the ledger is not exactly once.
+ */
+export async function runFramed(options: {
+  readonly scenario: string;
+  readonly setting?: string;
+  readonly system: QueueSystem;
+  readonly context: ScenarioContext;
+  readonly ledger: Ledger;
+  readonly body: (frame: RunFrame) => Promise<void>;
+}): Promise<ScenarioResult> {
+  const { scenario, setting, system, context, ledger } = options;
+  const label = [scenario, setting, systemKey(system)].filter((p) => p !== undefined).join(' ');
+  const frame: RunFrame = { figures: [], notes: [], label };
+  let versions: Record<string, string> = {};
+  let failure: string | undefined;
+  try {
+    context.progress.update(`${label}: setting up`);
+    await system.setup();
+    versions = await system.versions();
+    await options.body(frame);
+  } catch (error) {
+    failure = `error: ${error instanceof Error ? error.message : String(error)}`;
+  } finally {
+    context.progress.update(`${label}: tearing down`);
+    try {
+      await system.teardown();
+    } catch (error) {
+      frame.notes.push(
+        `teardown failed: ${error instanceof Error ? error.message : String(error)}`,
+      );
+    }
+    context.progress.clear();
+  }
+  const verdict = ledger.verdict();
+  if (failure === undefined && !verdict.exactlyOnce) {
+    failure = [frame.incomplete, describeVerdict(verdict)]
+      .filter((p) => p !== undefined)
+      .join(': ');
+  }
+  return {
+    scenario,
+    ...(setting === undefined ? {} : { setting }),
+    system: { name: system.name, durability: system.durability, batched: system.batched },
+    count: ledger.expected,
+    concurrency: context.concurrency,
+    versions,
+    verdict,
+    figures: frame.figures,
+    failure,
+    notes: frame.notes,
+  };
+}
+
+/** Waits until the ledger is complete (or notes the timeout), then the duplicate grace. */
+export async function awaitLedger(
+  ledger: Ledger,
+  frame: RunFrame,
+  timeoutMs: number,
+): Promise<void> {
+  if (!(await ledger.waitComplete(timeoutMs))) {
+    frame.incomplete = `not complete after ${Math.round(timeoutMs / 1_000)} s`;
+  }
+  await new Promise((resolve) => setTimeout(resolve, DUPLICATE_GRACE_MS));
+}
+
+/** Skips the batched variants: these scenarios time jobs sent one at a time. */
+export function skipBatched(system: { readonly batched: boolean }): string | undefined {
+  return system.batched
+    ? 'batched variant: this scenario sends jobs one at a time (batching is measured by drain)'
+    : undefined;
+}

@@ -1,0 +1,241 @@
+/**
+ * Three-step (issue 7, workload 4): N chains of three no-op steps — Sluice tasks with three steps
+ * on three resources, against each peer's nearest equivalent (BullMQ flows, chained jobs of pg-boss
+ * and Graphile Worker; adapters in systems/chains/) — pre-enqueued with the workers stopped, then
+ * drained, as drain does for one-step jobs: so what is timed is the systems handing steps on, not
+ * the enqueue rate. Reported: chains and steps per second, and the per-step time (processing time
+ * per chain ÷ 3), set against the one-step drain of the same system when drain ran earlier in the
+ * same command; and the time from a step's start to the next step's start (percentiles) — in a
+ * drained backlog mostly the wait behind other chains' steps, so it shows how a system orders a
+ * backlog (all first steps before any second one, or chain by chain) more than a hand-off's cost.
+ * Every step of every chain must start exactly once and in order (chain-system.ts), or the run
+ * failed. Each system runs up to the concurrency of steps of each kind at once (how each adapter
+ * maps that is noted with its result), so a chain's steps do not compete for one pool.
+ *
+ * The scenario is given the harness's one-step system and runs its chain adapter instead, found by
+ * the system's `--systems` name; systems without one are skipped.
+ */
+import { randomBytes } from 'node:crypto';
+import { performance } from 'node:perf_hooks';
+import {
+  CHAIN_STEPS,
+  ChainLedger,
+  describeChainVerdict,
+  type Chain,
+  type ChainSystem,
+} from '../chain-system.js';
+import { summarize } from '../latency.js';
+import { chunks } from '../pool.js';
+import {
+  ok,
+  type Figure,
+  type Scenario,
+  type ScenarioContext,
+  type ScenarioResult,
+} from '../scenario.js';
+import type { QueueSystem, SystemInfo } from '../system.js';
+import { createChainSystem, hasChainAdapter } from '../systems/chains/index.js';
+import { systemKey } from '../systems/index.js';
+
+/** Chains per `enqueue` call: small enough for a live progress line. */
+const ENQUEUE_CHUNK = 1_000;
+/** Grace after the last chain completed for late duplicates to show up. */
+const DUPLICATE_GRACE_MS = 500;
+
+/** How long the workers may take: two minutes, or 10 steps/s on a shared machine. */
+function processingTimeoutMs(count: number): number {
+  return Math.max(120_000, ((count * CHAIN_STEPS) / 10) * 1_000);
+}
+
+export const threeStep: Scenario = {
+  name: 'three-step',
+  description:
+    'N chains of three no-op steps (Sluice: three resources; peers: flows, chained jobs) pre-enqueued, then drained',
+  defaultCount: 5_000,
+  smokeCount: 30,
+
+  skip(system: SystemInfo): string | undefined {
+    if (system.batched) return 'chains are enqueued one at a time: see the one-at-a-time variant';
+    if (!hasChainAdapter(systemKey(system))) return 'no chain adapter (no multi-step equivalent)';
+    return undefined;
+  },
+
+  async run(system: QueueSystem, context: ScenarioContext): Promise<ScenarioResult> {
+    const key = systemKey(system);
+    const info: SystemInfo = {
+      name: system.name,
+      durability: system.durability,
+      batched: system.batched,
+    };
+    let chainSystem: ChainSystem;
+    try {
+      chainSystem = await createChainSystem(key, {
+        concurrency: context.concurrency,
+        echo: false,
+      });
+    } catch (error) {
+      return {
+        scenario: 'three-step',
+        system: info,
+        count: context.count,
+        concurrency: context.concurrency,
+        versions: {},
+        figures: [],
+        failure: `error: ${error instanceof Error ? error.message : String(error)}`,
+        notes: [],
+      };
+    }
+    return runChains(chainSystem, key, context);
+  },
+};
+
+async function runChains(
+  system: ChainSystem,
+  key: string,
+  context: ScenarioContext,
+): Promise<ScenarioResult> {
+  const { count, concurrency, progress } = context;
+  const run = randomBytes(4).toString('hex');
+  const chains: Chain[] = Array.from({ length: count }, (_, i) => ({ id: `${run}-${i}` }));
+  const ledger = new ChainLedger(chains.map((c) => c.id));
+  const figures: Figure[] = [];
+  const notes: string[] = [CONCURRENCY_NOTES[key] ?? `${concurrency} steps of each kind at once`];
+  const label = `three-step ${key}`;
+  let versions: Record<string, string> = {};
+  let failure: string | undefined;
+  try {
+    progress.update(`${label}: setting up`);
+    await system.setup();
+    versions = await system.versions();
+
+    let enqueued = 0;
+    const enqueueStart = performance.now();
+    for (const slice of chunks(chains, ENQUEUE_CHUNK)) {
+      await system.enqueue(slice);
+      enqueued += slice.length;
+      progress.update(`${label}: enqueued ${enqueued}/${count} chains`);
+    }
+    const enqueueSeconds = (performance.now() - enqueueStart) / 1_000;
+    figures.push({
+      key: 'enqueue_rate',
+      label: 'enqueue',
+      value: rate(count, enqueueSeconds),
+      unit: 'chains/s',
+    });
+    if (ledger.stepsHandled > 0) {
+      notes.push(`${ledger.stepsHandled} steps were handled before the workers were started`);
+    }
+
+    const workersStart = performance.now();
+    let workersReady = Number.POSITIVE_INFINITY;
+    let timedOut: string | undefined;
+    const ticker = setInterval(() => {
+      progress.update(
+        `${label}: ${ledger.final.handled}/${count} chains done, ${ledger.stepsHandled}/${count * CHAIN_STEPS} steps`,
+      );
+    }, 250);
+    try {
+      await system.startWorkers({ onStep: ledger.onStep, concurrency });
+      workersReady = performance.now();
+      const timeoutMs = processingTimeoutMs(count);
+      if (!(await ledger.final.waitComplete(timeoutMs))) {
+        timedOut = `not complete after ${Math.round(timeoutMs / 1_000)} s`;
+      }
+      await new Promise((resolve) => setTimeout(resolve, DUPLICATE_GRACE_MS));
+    } finally {
+      clearInterval(ticker);
+    }
+    const first = ledger.firstAt ?? workersStart;
+    const last = ledger.final.lastAt ?? first;
+    // From when the workers ran (or the first step started, if that came first) to the start of
+    // the last chain's final step, as drain times its one-step jobs.
+    const seconds = Math.max((last - Math.min(first, workersReady)) / 1_000, 1e-6);
+    const msPerStep = (seconds * 1_000) / (count * CHAIN_STEPS);
+    figures.push(
+      { key: 'chain_rate', label: 'chains', value: rate(count, seconds), unit: 'chains/s' },
+      {
+        key: 'step_rate',
+        label: 'steps',
+        value: rate(count * CHAIN_STEPS, seconds),
+        unit: 'steps/s',
+      },
+      { key: 'processing_s', label: 'processing time', value: seconds, unit: 's' },
+      { key: 'ms_per_step', label: 'time per chain ÷ 3', value: msPerStep, unit: 'ms' },
+    );
+    const drainRate = drainProcessingRate(key, context.earlier ?? []);
+    if (drainRate !== undefined) {
+      const drainMs = 1_000 / drainRate;
+      figures.push(
+        { key: 'drain_ms_per_job', label: 'drain time per job', value: drainMs, unit: 'ms' },
+        { key: 'step_vs_drain', label: 'step ÷ drain job', value: msPerStep / drainMs, unit: '×' },
+      );
+    } else {
+      notes.push('no drain of this system earlier in the command: no one-step time to compare');
+    }
+    const hops = summarize(ledger.hops());
+    if (hops !== undefined) {
+      figures.push(
+        { key: 'hop_p50', label: 'step → next step p50', value: hops.p50, unit: 'ms' },
+        { key: 'hop_p95', label: 'step → next step p95', value: hops.p95, unit: 'ms' },
+        { key: 'hop_p99', label: 'step → next step p99', value: hops.p99, unit: 'ms' },
+      );
+    }
+    figures.push({
+      key: 'first_start_ms',
+      label: 'workers start → first step',
+      value: first - workersStart,
+      unit: 'ms',
+    });
+    const verdict = ledger.verdict();
+    if (!verdict.exactlyOnce) {
+      failure = [timedOut, describeChainVerdict(verdict)].filter((p) => p !== undefined).join(': ');
+    }
+  } catch (error) {
+    failure = `error: ${error instanceof Error ? error.message : String(error)}`;
+  } finally {
+    progress.update(`${label}: tearing down`);
+    try {
+      await system.teardown();
+    } catch (error) {
+      notes.push(`teardown failed: ${error instanceof Error ? error.message : String(error)}`);
+    }
+    progress.clear();
+  }
+  const verdict = ledger.verdict();
+  if (failure === undefined && !verdict.exactlyOnce) failure = describeChainVerdict(verdict);
+  return {
+    scenario: 'three-step',
+    system: { name: system.name, durability: system.durability, batched: system.batched },
+    count,
+    concurrency,
+    versions,
+    verdict,
+    figures,
+    failure,
+    notes,
+  };
+}
+
+/** How each adapter maps the harness's concurrency onto its workers (shown with the result). */
+const CONCURRENCY_NOTES: Readonly<Record<string, string>> = {
+  sluice: 'three executors (one per resource), each with the concurrency as its slots',
+  bullmq: 'a flow per chain (step 2 parent of step 1, parent of step 0); a Worker per step queue',
+  'bullmq-aof':
+    'a flow per chain (step 2 parent of step 1, parent of step 0); a Worker per step queue',
+  'pg-boss': 'a queue per step, each worked as the one-step adapter; a step sends its successor',
+  'graphile-worker':
+    'one runner with 3 × the concurrency (shared by the three tasks); a step adds its successor',
+};
+
+/** The processing rate (jobs/s) of the last good drain of `key` in this command, if any. */
+function drainProcessingRate(key: string, earlier: readonly ScenarioResult[]): number | undefined {
+  return earlier
+    .filter((r) => r.scenario === 'drain' && ok(r) && systemKey(r.system) === key)
+    .map((r) => r.figures.find((f) => f.key === 'processing_rate')?.value)
+    .filter((v): v is number => v !== undefined && v > 0)
+    .at(-1);
+}
+
+function rate(items: number, seconds: number): number {
+  return seconds > 0 ? items / seconds : 0;
+}
