@@ -8,6 +8,7 @@ import * as prettier from 'prettier';
 import { compareMachine, loadNow } from './machine.js';
 import { Progress } from './progress.js';
 import { drainRateOf } from './rates.js';
+import { combineRuns } from './repeats.js';
 import { CHARTS, markdown, type BenchReport } from './report.js';
 import type { Figure, ScenarioResult, SkippedRun } from './scenario.js';
 import { DEFAULT_LOADS } from './scenarios/end-to-end.js';
@@ -28,6 +29,12 @@ export interface BenchOptions {
   readonly loads?: readonly number[];
   /** Drain rates (jobs/s) by `--systems` name, over measured and default ones (rates.ts). */
   readonly rateFor?: Readonly<Record<string, number>>;
+  /** Measured runs of each scenario on each system (the median is reported); default 1. */
+  readonly runs?: number;
+  /** Runs before the measured ones, discarded (JIT, caches, first connections); default 0. */
+  readonly warmUps?: number;
+  /** Use each scenario's full-set count (e.g. footprint's 100,000-job backlog) when it has one. */
+  readonly full?: boolean;
   readonly echo: boolean;
   /** Show progress on stderr. */
   readonly progress: boolean;
@@ -54,7 +61,15 @@ export async function runBench(options: BenchOptions): Promise<BenchReport> {
   try {
     for (const scenarioName of options.scenarios) {
       const scenario = SCENARIOS.get(scenarioName)!;
-      const count = options.count ?? (options.smoke ? scenario.smokeCount : scenario.defaultCount);
+      const count =
+        options.count ??
+        (options.smoke
+          ? scenario.smokeCount
+          : options.full
+            ? (scenario.fullCount ?? scenario.defaultCount)
+            : scenario.defaultCount);
+      const warmUps = options.warmUps ?? 0;
+      const measured = options.runs ?? 1;
       const loads: ReadonlyArray<number | undefined> = scenario.perLoad
         ? (options.loads ?? DEFAULT_LOADS)
         : [undefined];
@@ -69,16 +84,22 @@ export async function runBench(options: BenchOptions): Promise<BenchReport> {
           continue;
         }
         for (const loadPercent of loads) {
-          const system = create();
           const drainRate = drainRateOf(systemName, options.rateFor ?? {}, results);
-          const result = await scenario.run(system, {
-            count: options.countFor?.[systemName] ?? count,
-            concurrency: options.concurrency,
-            progress,
-            ...(drainRate === undefined ? {} : { drainRate }),
-            ...(loadPercent === undefined ? {} : { loadPercent }),
-            earlier: results,
-          });
+          const runs: ScenarioResult[] = [];
+          for (let index = 0; index < warmUps + measured; index += 1) {
+            const result = await scenario.run(create(), {
+              count: options.countFor?.[systemName] ?? count,
+              concurrency: options.concurrency,
+              progress,
+              ...(drainRate === undefined ? {} : { drainRate }),
+              ...(loadPercent === undefined ? {} : { loadPercent }),
+              earlier: results,
+            });
+            const label = index < warmUps ? 'warm-up' : `run ${index - warmUps + 1}/${measured}`;
+            if (warmUps + measured > 1) progress.log(`${summary(result)} (${label})`);
+            if (index >= warmUps) runs.push(result);
+          }
+          const result = combineRuns(runs, warmUps);
           results.push(result);
           progress.log(summary(result));
         }

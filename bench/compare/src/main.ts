@@ -18,6 +18,8 @@ import { loadSystems } from './systems/index.js';
 
 const REPO_ROOT = fileURLToPath(new URL('../../../', import.meta.url));
 const DEFAULT_CONCURRENCY = 16;
+/** Measured runs of each figure in the full set (the issue: the median of at least 3). */
+const FULL_RUNS = 3;
 
 const USAGE = `usage: npm run bench -- [scenario[,scenario…]|all] [options]
 
@@ -30,6 +32,11 @@ scenarios: ${[...SCENARIOS.keys()].join(', ')} (all: ${DEFAULT_SCENARIOS.join(',
   --rate-for s=N,…    drain rate (jobs/s) the latency scenarios pace by, per system; otherwise
                       the rate drain measured earlier in the same command, else rates.ts
   --concurrency N     jobs handled at once by each system (default ${DEFAULT_CONCURRENCY})
+  --runs N            measured runs of each scenario on each system, the median reported with
+                      the range in the notes (default 1; --full: ${FULL_RUNS})
+  --full              the full set: every scenario (with three-step), loads ${FULL_LOADS.join(',')},
+                      full-set counts (footprint: a 100,000-job backlog), one warm-up run
+                      discarded, then ${FULL_RUNS} runs each — hours, not minutes
   --smoke             tiny counts, to check the harness
   --out DIR           where to write results.md and the charts (default docs/benchmarks)
   --echo              print the output of the systems' own processes
@@ -45,6 +52,8 @@ async function main(): Promise<number> {
       load: { type: 'string' },
       'rate-for': { type: 'string' },
       concurrency: { type: 'string' },
+      runs: { type: 'string' },
+      full: { type: 'boolean', default: false },
       smoke: { type: 'boolean', default: false },
       out: { type: 'string' },
       echo: { type: 'boolean', default: false },
@@ -57,7 +66,12 @@ async function main(): Promise<number> {
   }
   const which = positionals[0] ?? 'all';
   // Several in one command (e.g. drain,end-to-end) let the latency scenarios pace by drain's rates.
-  const scenarios = which === 'all' ? DEFAULT_SCENARIOS : which.split(',').map((s) => s.trim());
+  const scenarios =
+    which === 'all'
+      ? values.full
+        ? [...SCENARIOS.keys()]
+        : DEFAULT_SCENARIOS
+      : which.split(',').map((s) => s.trim());
   const known = await loadSystems();
   const systems = values.systems
     ?.split(',')
@@ -66,6 +80,7 @@ async function main(): Promise<number> {
   const count = positiveInt(values.count, '--count');
   const countFor = perSystem(values['count-for'], '--count-for');
   const rateFor = perSystem(values['rate-for'], '--rate-for');
+  const runs = positiveInt(values.runs, '--runs') ?? (values.full ? FULL_RUNS : 1);
   const loads = values.load?.split(',').map((p) => {
     const load = positiveInt(p.trim(), '--load')!;
     if (load > 100) throw new Error('--load is a percentage of the drain rate, at most 100');
@@ -77,7 +92,11 @@ async function main(): Promise<number> {
     systems,
     count,
     countFor,
-    ...(loads === undefined ? {} : { loads }),
+    ...(loads === undefined ? (values.full ? { loads: FULL_LOADS } : {}) : { loads }),
+    runs,
+    // The full set discards one run first; a single run has in-scenario warm-up jobs only.
+    warmUps: values.full ? 1 : 0,
+    full: values.full,
     rateFor,
     smoke: values.smoke,
     concurrency,

@@ -65,6 +65,8 @@ export interface Scenario {
   readonly name: string;
   readonly description: string;
   readonly defaultCount: number;
+  /** Jobs per run in the full set (`--full`), when larger than the default's (footprint). */
+  readonly fullCount?: number;
   readonly smokeCount: number;
   /** Whether the scenario runs once per load (`--load`), with {@link ScenarioContext.loadPercent}. */
   readonly perLoad?: boolean;

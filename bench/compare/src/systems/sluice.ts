@@ -101,6 +101,7 @@ export function createSluice(options: SluiceSystemOptions): QueueSystem & {
         resources: [],
         echo: options.echo,
         env: {
+          ...serviceSettingsFromEnv(),
           SLUICE_TASK_MODULES: TASK_MODULE,
           SLUICE_EXECUTOR_SLOTS: String(options.slots),
           [REPORT_URL_VARIABLE]: `http://127.0.0.1:${address.port}`,
@@ -197,6 +198,22 @@ export function createSluice(options: SluiceSystemOptions): QueueSystem & {
       return [...services, ...postgresBackends(backends), ...(await machineNatsServer())];
     },
   };
+}
+
+/**
+ * Service settings given to the bench (`SLUICE_PRIORITY_AGING_MS=0 npm run bench -- priority`),
+ * passed on to the stack's services: any `SLUICE_*` variable but the test harness's own
+ * (`SLUICE_TEST_*`). The stack's own settings (database, NATS prefix, slots) win over them.
+ */
+function serviceSettingsFromEnv(): Record<string, string> {
+  return Object.fromEntries(
+    Object.entries(process.env).filter(
+      (entry): entry is [string, string] =>
+        entry[0].startsWith('SLUICE_') &&
+        !entry[0].startsWith('SLUICE_TEST_') &&
+        entry[1] !== undefined,
+    ),
+  );
 }
 
 /** The commit under test (with `+dirty` for uncommitted changes), or `unknown` outside git. */

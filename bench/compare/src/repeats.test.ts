@@ -1,0 +1,49 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { combineRuns, median } from './repeats.js';
+import type { ScenarioResult } from './scenario.js';
+
+function run(processing: number, failure?: string): ScenarioResult {
+  return {
+    scenario: 'drain',
+    system: { name: 'sluice', durability: 'fsync per commit', batched: false },
+    count: 100,
+    concurrency: 16,
+    versions: {},
+    figures: [
+      { key: 'processing_rate', label: 'processing', value: processing, unit: 'jobs/s' },
+      { key: 'first_start_ms', label: 'start → first job', value: processing / 10, unit: 'ms' },
+    ],
+    notes: [],
+    ...(failure === undefined ? {} : { failure }),
+  };
+}
+
+describe('median', () => {
+  it('takes the middle value, or the mean of the middle two', () => {
+    assert.equal(median([5, 1, 3]), 3);
+    assert.equal(median([4, 1, 3, 2]), 2.5);
+    assert.throws(() => median([]));
+  });
+});
+
+describe('combineRuns', () => {
+  it('shows the median of each figure and notes the range', () => {
+    const combined = combineRuns([run(100), run(300), run(200)], 1);
+    assert.equal(combined.failure, undefined);
+    assert.equal(combined.figures.find((f) => f.key === 'processing_rate')?.value, 200);
+    assert.equal(combined.figures.find((f) => f.key === 'first_start_ms')?.value, 20);
+    assert.ok(combined.notes.some((n) => n.includes('median of 3 runs')));
+    assert.ok(combined.notes.some((n) => n.includes('processing 100–300 jobs/s')));
+    assert.ok(combined.notes.some((n) => n.includes('1 warm-up run before, discarded')));
+  });
+
+  it('fails the whole when one run failed, saying which', () => {
+    const combined = combineRuns([run(100), run(0, '3 missing'), run(200)]);
+    assert.equal(combined.failure, 'run 2 of 3: 3 missing');
+  });
+
+  it('passes a single run through', () => {
+    assert.deepEqual(combineRuns([run(100)]), run(100));
+  });
+});

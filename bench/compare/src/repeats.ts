@@ -1,0 +1,64 @@
+/**
+ * Repeated runs of one scenario on one system, as one result (issue 7: "in the full set each
+ * figure is the median of at least 3 runs, with the range"). The median is what the tables and
+ * charts show; the range of every figure is in the result's notes. A single failed run fails the
+ * whole: work lost or duplicated once is not averaged away.
+ */
+import type { Figure, ScenarioResult } from './scenario.js';
+
+/** The median of `values` (the mean of the middle two for an even count). */
+export function median(values: readonly number[]): number {
+  if (values.length === 0) throw new Error('median of nothing');
+  const sorted = [...values].sort((a, b) => a - b);
+  const middle = Math.floor(sorted.length / 2);
+  return sorted.length % 2 === 1 ? sorted[middle]! : (sorted[middle - 1]! + sorted[middle]!) / 2;
+}
+
+/**
+ * One result of `runs` (in the order they ran): the first failed run when any failed (noting
+ * which), else the first run's result with each figure the median over the runs that have it, and
+ * a note with the range of each. `warmUps` runs that went before were discarded (noted).
+ */
+export function combineRuns(runs: readonly ScenarioResult[], warmUps = 0): ScenarioResult {
+  const first = runs[0];
+  if (!first) throw new Error('no runs to combine');
+  const warmUpNote =
+    warmUps > 0 ? [`${warmUps} warm-up run${warmUps === 1 ? '' : 's'} before, discarded`] : [];
+  const failedAt = runs.findIndex((run) => run.failure !== undefined);
+  if (failedAt >= 0) {
+    const failed = runs[failedAt]!;
+    return runs.length === 1
+      ? failed
+      : {
+          ...failed,
+          failure: `run ${failedAt + 1} of ${runs.length}: ${failed.failure}`,
+          notes: [...failed.notes, ...warmUpNote],
+        };
+  }
+  if (runs.length === 1) return { ...first, notes: [...first.notes, ...warmUpNote] };
+  const figures: Figure[] = [];
+  const ranges: string[] = [];
+  for (const figure of first.figures) {
+    const values = runs
+      .map((run) => run.figures.find((f) => f.key === figure.key)?.value)
+      .filter((value): value is number => value !== undefined && Number.isFinite(value));
+    if (values.length === 0) continue;
+    figures.push({ ...figure, value: median(values) });
+    ranges.push(
+      `${figure.label} ${compact(Math.min(...values))}–${compact(Math.max(...values))}${figure.unit ? ` ${figure.unit}` : ''}`,
+    );
+  }
+  return {
+    ...first,
+    figures,
+    notes: [
+      ...first.notes,
+      ...warmUpNote,
+      `median of ${runs.length} runs; ranges: ${ranges.join('; ')}`,
+    ],
+  };
+}
+
+function compact(value: number): string {
+  return Math.abs(value) >= 100 ? value.toFixed(0) : value.toPrecision(3);
+}
