@@ -3,25 +3,14 @@
  * 1,000 jobs enqueued and processed (the client's apart where the system's workers run in their
  * own processes), the memory with the backlog, and the peak memory of each of its processes.
  */
+import { figureValue, formatNumber } from './report-format.js';
 import { ok, type ScenarioResult } from './scenario.js';
-
-function figure(r: ScenarioResult, key: string): number | undefined {
-  return r.figures.find((f) => f.key === key)?.value;
-}
-
-function format(value: number | undefined, digits: number): string {
-  if (value === undefined || !Number.isFinite(value)) return '–';
-  return value.toLocaleString('en-US', {
-    minimumFractionDigits: digits,
-    maximumFractionDigits: digits,
-  });
-}
 
 /** The system's CPU per 1,000 jobs of a phase, with the client's where it is reported apart. */
 function cpuCell(r: ScenarioResult, key: string, digits = 2): string {
-  const total = format(figure(r, key), digits);
-  const client = figure(r, `${key}:client`);
-  return client === undefined ? total : `${total} (+ client ${format(client, digits)})`;
+  const total = formatNumber(figureValue(r, key), digits);
+  const client = figureValue(r, `${key}:client`);
+  return client === undefined ? total : `${total} (+ client ${formatNumber(client, digits)})`;
 }
 
 function variant(r: ScenarioResult): string {
@@ -36,14 +25,14 @@ function roles(r: ScenarioResult): Array<{ name: string; label: string }> {
 }
 
 function processRows(r: ScenarioResult): string[] {
-  const idle = figure(r, 'bench_idle_mb');
+  const idle = figureValue(r, 'bench_idle_mb');
   return roles(r).map(({ name, label }) => {
     const isBench = name === 'client' || name.startsWith('bench process');
-    const peak = `${format(figure(r, `peak_mb:${name}`), 0)}${isBench ? ` (${format(idle, 0)} before setup)` : ''}`;
+    const peak = `${formatNumber(figureValue(r, `peak_mb:${name}`), 0)}${isBench ? ` (${formatNumber(idle, 0)} before setup)` : ''}`;
     return (
-      `| ${r.system.name} | ${variant(r)} | ${label} | ${peak} | ${format(figure(r, `backlog_mb:${name}`), 0)} | ` +
-      `${format(figure(r, `cpu_enqueue_per_1k:${name}`), 2)} | ${format(figure(r, `cpu_processing_per_1k:${name}`), 2)} | ` +
-      `${format(figure(r, `idle_cpu_percent:${name}`), 1)} |`
+      `| ${r.system.name} | ${variant(r)} | ${label} | ${peak} | ${formatNumber(figureValue(r, `backlog_mb:${name}`), 0)} | ` +
+      `${formatNumber(figureValue(r, `cpu_enqueue_per_1k:${name}`), 2)} | ${formatNumber(figureValue(r, `cpu_processing_per_1k:${name}`), 2)} | ` +
+      `${formatNumber(figureValue(r, `idle_cpu_percent:${name}`), 1)} |`
     );
   });
 }
@@ -57,9 +46,9 @@ export function footprintTable(results: readonly ScenarioResult[]): string[] {
       const cell = (text: string) => (good ? text : 'failed');
       return (
         `| ${r.system.name} | ${variant(r)} | ${r.system.durability} | ${r.count} | ` +
-        `${cell(format(figure(r, 'enqueue_rate'), 0))} | ${cell(format(figure(r, 'processing_rate'), 0))} | ` +
+        `${cell(formatNumber(figureValue(r, 'enqueue_rate'), 0))} | ${cell(formatNumber(figureValue(r, 'processing_rate'), 0))} | ` +
         `${cell(cpuCell(r, 'cpu_enqueue_per_1k'))} | ${cell(cpuCell(r, 'cpu_processing_per_1k'))} | ` +
-        `${cell(cpuCell(r, 'idle_cpu_percent', 1))} | ${cell(format(figure(r, 'backlog_mb'), 1))} | ` +
+        `${cell(cpuCell(r, 'idle_cpu_percent', 1))} | ${cell(formatNumber(figureValue(r, 'backlog_mb'), 1))} | ` +
         `${good ? 'yes' : `**FAILED**: ${(r.failure ?? '').replaceAll('|', '\\|').replaceAll('\n', ' ')}`} |`
       );
     }),

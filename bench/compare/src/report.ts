@@ -3,6 +3,7 @@
  * durability label, variant and versions, the machine facts, and hand-written SVG bar charts (drain
  * rates; latency percentiles of the latency scenarios) — no chart dependency for a few rectangles.
  */
+import { figureValue, formatNumber } from './report-format.js';
 import { footprintTable } from './footprint-report.js';
 import { threeStepTable } from './three-step-report.js';
 import type { CompareMachine } from './machine.js';
@@ -20,18 +21,6 @@ export interface BenchReport {
 
 export function variantOf(result: ScenarioResult): string {
   return result.system.batched ? 'batched' : 'one-at-a-time';
-}
-
-function figureValue(result: ScenarioResult, key: string): number | undefined {
-  return result.figures.find((f) => f.key === key)?.value;
-}
-
-function formatNumber(value: number | undefined, digits = 0): string {
-  if (value === undefined || !Number.isFinite(value)) return '–';
-  return value.toLocaleString('en-US', {
-    minimumFractionDigits: digits,
-    maximumFractionDigits: digits,
-  });
 }
 
 function versionsText(versions: Record<string, string>): string {

@@ -4,23 +4,12 @@
  * when drain ran in the same command, the one-step drain's time per job and the ratio of the two;
  * the start-to-start time between a chain's steps; who ran it on what.
  */
+import { figureValue, formatNumber } from './report-format.js';
 import { ok, type ScenarioResult } from './scenario.js';
-
-function figure(r: ScenarioResult, key: string): number | undefined {
-  return r.figures.find((f) => f.key === key)?.value;
-}
-
-function format(value: number | undefined, digits: number): string {
-  if (value === undefined || !Number.isFinite(value)) return '–';
-  return value.toLocaleString('en-US', {
-    minimumFractionDigits: digits,
-    maximumFractionDigits: digits,
-  });
-}
 
 /** A time in ms with the digits a sub-millisecond value needs. */
 function ms(value: number | undefined): string {
-  return format(value, value !== undefined && value < 10 ? 2 : 1);
+  return formatNumber(value, value !== undefined && value < 10 ? 2 : 1);
 }
 
 function escapeCell(text: string): string {
@@ -35,12 +24,14 @@ export function threeStepTable(results: readonly ScenarioResult[]): string[] {
   for (const r of results) {
     const good = ok(r);
     const cell = (text: string) => (good ? text : 'failed');
-    const hops = ['hop_p50', 'hop_p95', 'hop_p99'].map((key) => ms(figure(r, key))).join(' / ');
+    const hops = ['hop_p50', 'hop_p95', 'hop_p99']
+      .map((key) => ms(figureValue(r, key)))
+      .join(' / ');
     lines.push(
       `| ${r.system.name} | ${r.system.durability} | ${r.count} | ${r.concurrency} | ` +
-        `${cell(format(figure(r, 'enqueue_rate'), 0))} | ${cell(format(figure(r, 'chain_rate'), 1))} | ` +
-        `${cell(format(figure(r, 'step_rate'), 1))} | ${cell(ms(figure(r, 'ms_per_step')))} | ` +
-        `${cell(ms(figure(r, 'drain_ms_per_job')))} | ${cell(format(figure(r, 'step_vs_drain'), 2))} | ` +
+        `${cell(formatNumber(figureValue(r, 'enqueue_rate'), 0))} | ${cell(formatNumber(figureValue(r, 'chain_rate'), 1))} | ` +
+        `${cell(formatNumber(figureValue(r, 'step_rate'), 1))} | ${cell(ms(figureValue(r, 'ms_per_step')))} | ` +
+        `${cell(ms(figureValue(r, 'drain_ms_per_job')))} | ${cell(formatNumber(figureValue(r, 'step_vs_drain'), 2))} | ` +
         `${cell(hops)} | ${good ? 'yes' : `**FAILED**: ${escapeCell(r.failure ?? '')}`} | ` +
         `${escapeCell(
           Object.entries(r.versions)

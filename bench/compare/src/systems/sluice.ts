@@ -217,7 +217,7 @@ function serviceSettingsFromEnv(): Record<string, string> {
 }
 
 /** The commit under test (with `+dirty` for uncommitted changes), or `unknown` outside git. */
-function sluiceVersion(): string {
+export function sluiceVersion(): string {
   try {
     const run = (args: string[]) =>
       execFileSync('git', args, { cwd: REPO_ROOT, encoding: 'utf8', stdio: 'pipe' }).trim();

@@ -7,7 +7,6 @@
  * the SDK client, concurrently, each with its chain id as the idempotency key, as the one-step
  * adapter (systems/sluice.ts) does. Each step reports its start to a loopback HTTP endpoint here.
  */
-import { execFileSync } from 'node:child_process';
 import { createServer, type Server } from 'node:http';
 import { fileURLToPath } from 'node:url';
 import { registerTaskType } from '@sluice/db';
@@ -17,7 +16,7 @@ import { manifestOf } from '../../../../../services/executor/src/task-registry.j
 import type { Chain, ChainStartOptions, ChainSystem, StepHandler } from '../../chain-system.js';
 import { forEachBounded } from '../../pool.js';
 import { packageVersion } from '../../versions.js';
-import { CREATES_IN_FLIGHT } from '../sluice.js';
+import { CREATES_IN_FLIGHT, sluiceVersion } from '../sluice.js';
 import {
   benchChain,
   CHAIN_REPORT_URL_VARIABLE,
@@ -25,7 +24,6 @@ import {
   CHAIN_TASK_TYPE,
 } from './sluice-chain-task-types.js';
 
-const REPO_ROOT = fileURLToPath(new URL('../../../../../', import.meta.url));
 const TASK_MODULE = fileURLToPath(new URL('./sluice-chain-task-types.ts', import.meta.url));
 /**
  * gRPC codes a create is retried on (same idempotency key), as systems/sluice.ts does:
@@ -148,16 +146,4 @@ export function createSluiceChain(options: SluiceChainOptions): ChainSystem {
       };
     },
   };
-}
-
-/** The commit under test (`+dirty` with uncommitted changes), as systems/sluice.ts reports it. */
-function sluiceVersion(): string {
-  try {
-    const run = (args: string[]) =>
-      execFileSync('git', args, { cwd: REPO_ROOT, encoding: 'utf8', stdio: 'pipe' }).trim();
-    const dirty = run(['status', '--porcelain', '--untracked-files=no']).length > 0;
-    return `${run(['rev-parse', '--short', 'HEAD'])}${dirty ? '+dirty' : ''}`;
-  } catch {
-    return 'unknown';
-  }
 }
