@@ -17,3 +17,15 @@ export function isPriority(value: unknown): value is Priority {
 export function priorityLabel(priority: Priority): `P${Priority}` {
   return `P${priority}`;
 }
+
+/**
+ * How many of `capacity` slots the urgent reserve keeps for P0 alone: `percent` of them, rounded
+ * down, so a small capacity (under 100 / `percent`) keeps none and every priority may use all of
+ * it. Lower priorities may never take the reserved slots; P0 may take every slot. The reserve is
+ * what lets interactive work start at once while batch work fills the rest — priority alone only
+ * decides who gets the *next* free slot, which under a flood of long steps is a whole step away.
+ */
+export function urgentReserveSlots(capacity: number, percent: number): number {
+  if (capacity <= 1 || percent <= 0) return 0;
+  return Math.min(capacity - 1, Math.floor((capacity * percent) / 100));
+}

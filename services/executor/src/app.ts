@@ -20,6 +20,7 @@ import {
   isBusMessageError,
   type TopologyRepair,
 } from '@sluice/bus';
+import { urgentReserveSlots } from '@sluice/core';
 import { migrateDatabase, openDatabase, registerTaskType, type DatabaseHandle } from '@sluice/db';
 import {
   createLogger,
@@ -79,7 +80,10 @@ export async function startExecutor(config: ExecutorConfig, log?: Logger): Promi
   let stopping = false;
   let cancelSubscription: Subscription | undefined;
   let metricsServer: MetricsServer | undefined;
-  const slots = new Slots(config.SLUICE_EXECUTOR_SLOTS);
+  const slots = new Slots(
+    config.SLUICE_EXECUTOR_SLOTS,
+    urgentReserveSlots(config.SLUICE_EXECUTOR_SLOTS, config.SLUICE_URGENT_RESERVE_PERCENT),
+  );
   // One gate for every step's LLM calls: it finds the provider's limit and keeps the budgets.
   const llmGate = createLlmGate({
     minConcurrency: config.SLUICE_LLM_MIN_CONCURRENCY,

@@ -15,6 +15,8 @@ import {
 
 /** Steps one executor process runs at once unless configured. */
 export const DEFAULT_SLOTS = 8;
+/** Default share of the slots (and, in the scheduler, of each resource's limit) kept for P0. */
+export const DEFAULT_URGENT_RESERVE_PERCENT = 10;
 /** How often running steps record a heartbeat in Postgres. */
 export const DEFAULT_HEARTBEAT_MS = 5_000;
 /** The built-in sample task types. */
@@ -34,6 +36,11 @@ export const EXECUTOR_ENV = {
         });
     }),
   SLUICE_EXECUTOR_SLOTS: intVar(DEFAULT_SLOTS, 1, 1_000),
+  /**
+   * The urgent reserve: percent of the slots (rounded down; none under 100 / percent slots) only
+   * P0 steps may take, so interactive work starts at once under a flood of batch work.
+   */
+  SLUICE_URGENT_RESERVE_PERCENT: intVar(DEFAULT_URGENT_RESERVE_PERCENT, 0, 50),
   /** Comma-separated modules exporting task definitions (paths or package names). */
   SLUICE_TASK_MODULES: z
     .string()

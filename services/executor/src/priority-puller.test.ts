@@ -80,3 +80,70 @@ describe('startPriorityPuller when its consumer disappears', () => {
     }
   });
 });
+
+describe('startPriorityPuller with an urgent reserve', () => {
+  const catalog = createBusCatalog(uniquePrefix('puller-reserve'));
+  let nc: NatsConnection;
+  let jsm: JetStreamManager;
+
+  before(async () => {
+    nc = await connect({ servers: natsUrl() });
+    jsm = await jetstreamManager(nc);
+    await ensureTopology(jsm, catalog);
+    await ensureStepConsumers(jsm, catalog, RESOURCE);
+  });
+
+  after(async () => {
+    await nc.close();
+    await deletePrefixResources(natsUrl(), catalog.prefix);
+  });
+
+  it('keeps the reserved slot from P3 steps and starts a P0 step in it at once', async () => {
+    const js = jetstream(nc);
+    const started: string[] = [];
+    const finish = new Map<string, () => void>();
+    let ending = false;
+    const puller = await startPriorityPuller({
+      js,
+      catalog,
+      resource: RESOURCE,
+      slots: new Slots(3, 1),
+      ackWaitMs: 30_000,
+      log: quiet,
+      // Each step runs until the test lets it finish.
+      handle: async (message) => {
+        const id = message.string();
+        started.push(id);
+        if (!ending) await new Promise<void>((resolve) => finish.set(id, resolve));
+        message.ack();
+      },
+    });
+    const send = (priority: Priority, id: string) =>
+      publishDurable(js, catalog.subjects.step(RESOURCE, priority), new TextEncoder().encode(id), {
+        msgID: id,
+      });
+    try {
+      for (let i = 1; i <= 4; i += 1) await send(3, `p3-${i}`);
+      await eventually(() => finish.size >= 2, 'two P3 steps run');
+      // A third P3 step is buffered, but the last slot is the reserve: it stays free.
+      assert.deepEqual(started, ['p3-1', 'p3-2']);
+
+      await send(0, 'p0-1');
+      await eventually(() => started.includes('p0-1'), 'the P0 step starts in the reserve');
+      assert.deepEqual(started, ['p3-1', 'p3-2', 'p0-1']);
+
+      // P3 steps start again only while more than the reserve is free: two steps must end first.
+      finish.get('p3-1')!();
+      finish.get('p0-1')!();
+      await eventually(() => started.includes('p3-3'), 'the next P3 step takes a freed slot');
+      finish.get('p3-2')!();
+      await eventually(() => started.includes('p3-4'), 'the last P3 step runs');
+      assert.deepEqual(started, ['p3-1', 'p3-2', 'p0-1', 'p3-3', 'p3-4']);
+    } finally {
+      // Let every step end (also after a failure), or the stop would wait for them forever.
+      ending = true;
+      for (const done of finish.values()) done();
+      await puller.stop();
+    }
+  });
+});

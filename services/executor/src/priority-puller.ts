@@ -4,7 +4,8 @@
  *
  * Each priority has its own durable consumer (JetStream work queues cannot reorder). One `consume()`
  * per priority keeps at most one message buffered in the client and one here; whenever a slot
- * frees, the highest priority that has a message wins. Messages that wait here for a slot are kept
+ * frees, the highest priority that has a message wins. P1–P3 start only while more slots than the
+ * urgent reserve are free (`Slots`), so a P0 arriving under a flood of long steps starts at once. Messages that wait here for a slot are kept
  * alive with `working()` so they do not age past the ack wait and get redelivered.
  */
 import type {
@@ -105,14 +106,11 @@ export async function startPriorityPuller(options: PriorityPullerOptions): Promi
   const running = new Set<Promise<void>>();
   const dispatcher = (async () => {
     while (!stopped) {
-      await slots.acquire();
       let picked: [Priority, JsMsg] | undefined;
-      while (!stopped && !(picked = highest(buffers))) await changed();
-      if (!picked) {
-        slots.release();
-        break;
-      }
+      while (!stopped && !(picked = next(buffers, slots))) await changed();
+      if (!picked) break;
       const [priority, message] = picked;
+      slots.tryTake(priority === URGENT);
       buffers.delete(priority);
       drained.get(priority)?.();
       drained.delete(priority);
@@ -122,6 +120,7 @@ export async function startPriorityPuller(options: PriorityPullerOptions): Promi
         .finally(() => {
           slots.release();
           running.delete(run);
+          signal();
         });
       running.add(run);
     }
@@ -132,10 +131,12 @@ export async function startPriorityPuller(options: PriorityPullerOptions): Promi
       stopped = true;
       signal();
       clearInterval(keepAlive);
-      for (const [, subscription] of subscriptions) await subscription.close();
+      // Hand back what waits for a slot and let the pumps go on before closing: closing waits for
+      // a pump that is still blocked on its buffered message, which would never move again.
       for (const [, message] of buffers) message.nak();
       buffers.clear();
       for (const resolve of drained.values()) resolve();
+      for (const [, subscription] of subscriptions) await subscription.close();
       await dispatcher;
       await Promise.allSettled(pumps);
       await Promise.allSettled([...running]);
@@ -143,10 +144,14 @@ export async function startPriorityPuller(options: PriorityPullerOptions): Promi
   };
 }
 
-function highest(buffers: Map<Priority, JsMsg>): [Priority, JsMsg] | undefined {
+/** The priority whose steps may take the reserved slots. */
+const URGENT: Priority = 0;
+
+/** The most urgent buffered message that may take a slot now, if any. */
+function next(buffers: Map<Priority, JsMsg>, slots: Slots): [Priority, JsMsg] | undefined {
   for (const priority of PRIORITIES) {
     const message = buffers.get(priority);
-    if (message) return [priority, message];
+    if (message && slots.canTake(priority === URGENT)) return [priority, message];
   }
   return undefined;
 }

@@ -161,6 +161,7 @@ export async function startScheduler(
         defaultResourceLimit: config.SLUICE_DEFAULT_RESOURCE_LIMIT,
         agingMs: config.SLUICE_PRIORITY_AGING_MS,
         throttleReserve: config.SLUICE_THROTTLE_RESERVE_PERCENT / 100,
+        urgentReserve: config.SLUICE_URGENT_RESERVE_PERCENT / 100,
       },
       view: decisions,
       metrics,

@@ -29,6 +29,12 @@ export const SCHEDULER_ENV = {
   /** Percent of each resource's limit a priority the governor throttles leaves free. */
   SLUICE_THROTTLE_RESERVE_PERCENT: intVar(25, 0, 100),
   /**
+   * The urgent reserve: percent of each resource's limit (rounded down; none under 100 / percent)
+   * only P0 steps may take, so interactive work is admitted at once under a flood of batch work.
+   * Executors keep the same share of their slots (their own `SLUICE_URGENT_RESERVE_PERCENT`).
+   */
+  SLUICE_URGENT_RESERVE_PERCENT: intVar(10, 0, 50),
+  /**
    * How long the event relay lets events gather after a wake-up before it publishes a batch: under
    * load, one batch (a read, a mark, a commit) per this interval instead of one per committed
    * event. Events reach subscribers up to this much later; steps are dispatched apart from it.

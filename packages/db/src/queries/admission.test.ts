@@ -362,6 +362,60 @@ describe('governed admission', () => {
   });
 });
 
+describe('the urgent reserve', () => {
+  it('keeps its share of the limit for P0, even from aged lower priorities', async () => {
+    const resource = 'gov:urgent';
+    await setResourceLimit(handle.db, resource, 10);
+    const reserved = { ...settings, urgentReserve: 0.2 };
+    // Waiting for three aging intervals makes these P3 steps as urgent as P0 — but not P0.
+    const p3 = await makeSteps(resource, 'acme', 3, 12, 100_000);
+    const first = await claim(20, reserved);
+    assert.deepEqual(
+      countBy(first, (c) => `P${c.priority}`),
+      { P3: 8 },
+      '10 − ⌊10 × 0.2⌋ = 8',
+    );
+    assert.deepEqual(await claim(20, reserved), [], 'the reserve stays free while P3 waits');
+    const p0 = await makeSteps(resource, 'globex', 0, 3);
+    const second = await claim(20, reserved);
+    assert.deepEqual(
+      countBy(second, (c) => `P${c.priority}`),
+      { P0: 2 },
+      'P0 is admitted at once into the reserve',
+    );
+    // P0 may use every slot; P3 is admitted only while the reserve stays free after it.
+    await finish(first.slice(0, 2).map((c) => c.id));
+    const third = await claim(20, reserved);
+    assert.deepEqual(
+      countBy(third, (c) => `P${c.priority}`),
+      { P0: 1 },
+      '2 free: P0 first',
+    );
+    await finish([...second, ...third].map((c) => c.id));
+    const fourth = await claim(20, reserved);
+    assert.deepEqual(
+      countBy(fourth, (c) => `P${c.priority}`),
+      { P3: 2 },
+      '4 free, 2 reserved',
+    );
+    // Under the throttle as well, each priority leaves the larger of the two reserves.
+    await finish([...p3, ...p0]);
+    const more = await makeSteps(resource, 'acme', 3, 12);
+    const both = { ...reserved, throttledPriorities: [3] as const, throttleReserve: 0.3 };
+    assert.equal((await claim(20, both)).length, 7, '10 − max(⌊10 × 0.2⌋, ⌈10 × 0.3⌉) = 7');
+    await finish(more);
+  });
+
+  it('keeps nothing of a limit too small for the share', async () => {
+    const resource = 'gov:urgent-small';
+    await setResourceLimit(handle.db, resource, 4);
+    const ids = await makeSteps(resource, 'acme', 3, 5);
+    const claimed = await claim(20, { ...settings, urgentReserve: 0.2 });
+    assert.equal(claimed.length, 4, '⌊4 × 0.2⌋ = 0: every slot is open to every priority');
+    await finish(ids);
+  });
+});
+
 describe('aging and fairness', () => {
   it('lifts a priority class as a whole: an older flood does not outrank another tenant', async () => {
     const resource = 'aging:fair';

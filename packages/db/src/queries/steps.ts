@@ -50,6 +50,12 @@ export interface AdmissionSettings {
   readonly throttledPriorities?: readonly Priority[];
   /** Share of each resource's limit, in [0, 1], a throttled priority leaves free (default 0.25). */
   readonly throttleReserve?: number;
+  /**
+   * The urgent reserve: share of each resource's limit, in [0, 0.5], that must stay free after a
+   * P1–P3 step is admitted; P0 may take every slot (rounded down, so a small limit keeps none;
+   * see `urgentReserveSlots`). Default none.
+   */
+  readonly urgentReserve?: number;
 }
 
 /** Share of a resource's limit a throttled priority leaves free unless configured. */
@@ -148,13 +154,21 @@ export function claimReadyStepsStatement(
   const governed = JSON.stringify(admission.resourceLimits ?? {});
   const throttled = admission.throttledPriorities ?? [];
   const reserve = Math.min(1, Math.max(0, admission.throttleReserve ?? DEFAULT_THROTTLE_RESERVE));
-  const withinThrottle =
+  // Slots a step must leave free: P1–P3 the urgent reserve; a throttled priority the throttle
+  // reserve (rounded up, but always one slot for it); the larger of the two when both apply.
+  const urgent = Math.min(0.5, Math.max(0, admission.urgentReserve ?? 0));
+  const urgentSlots = sql`case when x.priority > 0 then floor(x.max_in_flight * ${urgent}::numeric) else 0 end`;
+  const throttleSlots =
     throttled.length === 0
-      ? sql`true`
-      : sql`(x.priority not in (${sql.join(
+      ? sql`0`
+      : sql`case when x.priority in (${sql.join(
           throttled.map((priority) => sql`${priority}::smallint`),
           sql`, `,
-        )}) or x.resource_rank <= x.room - least(ceil(x.max_in_flight * ${reserve}::numeric), x.max_in_flight - 1))`;
+        )}) then least(ceil(x.max_in_flight * ${reserve}::numeric), x.max_in_flight - 1) else 0 end`;
+  const outsideReserves =
+    throttled.length === 0 && urgent === 0
+      ? sql`true`
+      : sql`x.resource_rank <= x.room - greatest(${urgentSlots}, ${throttleSlots})`;
   const effective =
     admission.agingMs > 0
       ? sql`greatest(0, s.priority - floor(extract(epoch from now() - s.due_at) * 1000 / ${admission.agingMs}::numeric)::int)`
@@ -275,12 +289,12 @@ export function claimReadyStepsStatement(
       join room on room.resource = o.resource
       where o.resource_rank <= room.room
     ),
-    -- A throttled priority is admitted only below the resource's reserve: the rank counts every
-    -- more urgent step before it, so the reserve stays free for them.
+    -- P1–P3, and a throttled priority, are admitted only below the resource's reserve: the rank
+    -- counts every more urgent step before it, so the reserve stays free for them.
     chosen as (
       select x.id
       from admitted x
-      where ${withinThrottle}
+      where ${outsideReserves}
       order by x.effective, (x.position <= x.floor) desc, x.position - x.floor, x.due_at, x.id
       limit ${limit}
     ),
