@@ -29,6 +29,9 @@ export interface ServiceProcessOptions {
   readonly echo?: boolean;
 }
 
+/** Errors a stopped service's log is summarised with (see `reportErrorLines`). */
+const MAX_ERROR_LINES_REPORTED = 5;
+
 /** How long a stop waits, after the exit, for the last output lines to be read. */
 const OUTPUT_DRAIN_MS = 2_000;
 
@@ -137,7 +140,32 @@ export class ServiceProcess {
     const exit = await this.exited;
     await this.outputRead();
     this.assertNoSecretLeaks();
+    this.reportErrorLines();
     return exit;
+  }
+
+  /**
+   * Prints a short line for each of the first few errors the service logged: a test that failed
+   * because of one (an `INTERNAL` answer, say) then shows why in CI's output, where the services'
+   * own output is not kept. Tests of failures make services log errors on purpose; a few lines
+   * each is the price.
+   */
+  private reportErrorLines(): void {
+    const errors = this.lines.filter(
+      (line) => line['level'] === 'error' || line['level'] === 'fatal',
+    );
+    for (const line of errors.slice(0, MAX_ERROR_LINES_REPORTED)) {
+      const err = line['err'] as { type?: string; message?: string; code?: string } | undefined;
+      const cause = err
+        ? ` — ${String(err.type)}${err.code ? ` ${String(err.code)}` : ''}: ${String(err.message)}`
+        : '';
+      console.error(`[${this.options.name} logged] ${String(line.msg)}${cause}`.slice(0, 400));
+    }
+    if (errors.length > MAX_ERROR_LINES_REPORTED) {
+      console.error(
+        `[${this.options.name} logged] … ${errors.length - MAX_ERROR_LINES_REPORTED} more errors`,
+      );
+    }
   }
 
   /**
