@@ -29,6 +29,7 @@ import {
   type StepDispatchRef,
   type StepRecord,
   type TaskRecord,
+  type Transaction,
 } from '@sluice/db';
 import { StepResultError, toJson, toStepOutcome, type TaskDefinition } from '@sluice/sdk';
 import type { Logger, Metrics } from '@sluice/telemetry';
@@ -162,12 +163,30 @@ function start(deps: StepRunnerDeps, ref: StepDispatchRef): Promise<Started> {
 }
 
 async function startTransaction(deps: StepRunnerDeps, ref: StepDispatchRef): Promise<Started> {
+  if (deps.isBreakerOpen?.() !== true) {
+    try {
+      return await deps.db.transaction(async (tx): Promise<Started> => {
+        // The usual case in one round trip less: the task's lock and the step's start go out
+        // together (postgres.js pipelines a transaction's statements on its connection, in this
+        // order: the lock order of every writer, task row, then its step rows). Should the task not
+        // let the step start after all, the start is rolled back and the careful path below runs.
+        const [task, step] = await Promise.all([
+          lockTask(tx, ref.taskId),
+          startStep(tx, ref, deps.ackWaitMs),
+        ]);
+        if (!task) throw new Error(`step of unknown task ${ref.taskId}`);
+        if (!mayStartSteps(task)) throw new NotStartable();
+        return recordStart(tx, ref, task, step);
+      });
+    } catch (error) {
+      if (!(error instanceof NotStartable)) throw error;
+    }
+  }
   return deps.db.transaction(async (tx): Promise<Started> => {
     // The task first (the lock order of every writer: task row, then its step rows).
     const task = await lockTask(tx, ref.taskId);
     if (!task) throw new Error(`step of unknown task ${ref.taskId}`);
-    const startable = task.status === 'queued' || task.status === 'running';
-    if (!task.cancelRequested && (task.pauseRequested || !startable)) {
+    if (!mayStartSteps(task)) {
       // A pause lets running steps finish but starts no new one: back to the ready queue, where
       // it waits until the task is resumed (the scheduler pauses a running task once nothing
       // runs). The same for a task that was paused while this step was on its way.
@@ -178,36 +197,64 @@ async function startTransaction(deps: StepRunnerDeps, ref: StepDispatchRef): Pro
       // attempt) until the breaker lets calls through again, rather than calling a failing tool.
       return (await releaseStep(tx, ref)) ? { kind: 'released' } : { kind: 'stale' };
     }
-    const step = await startStep(tx, ref, deps.ackWaitMs);
-    if (!step) {
-      const current = await findStep(tx, ref.taskId, ref.seq);
-      const busy = current?.status === 'running' && current.dispatchCount === ref.dispatch;
-      return { kind: busy ? 'busy' : 'stale' };
-    }
-    if (task.cancelRequested || task.status === 'cancelled') {
-      await recordStepOutcome(tx, ref, { type: 'cancelled' });
-      return { kind: 'recorded' };
-    }
-    if (task.status === 'queued') {
-      const result = await applyTransition(tx, {
-        taskId: task.id,
-        event: { type: 'start' },
-        step: step.name,
-        patch: { currentStep: step.name },
-        data: { seq: step.seq, attempt: step.attempts },
-        locked: task, // read for update above; starting the step did not change the task row
-      });
-      if (!result.ok) throw new Error(`cannot start task ${task.id}: ${result.reason}`);
-    } else {
-      await appendTaskEvent(tx, {
-        taskId: task.id,
-        type: 'step_started',
-        step: step.name,
-        data: { seq: step.seq, attempt: step.attempts },
-      });
-    }
-    return { kind: 'run', step, task };
+    return recordStart(tx, ref, task, await startStep(tx, ref, deps.ackWaitMs));
   });
+}
+
+/** Rolls back a step start whose task turned out not to let it start (see `startTransaction`). */
+class NotStartable extends Error {
+  constructor() {
+    super('the task does not start steps now');
+  }
+}
+
+/**
+ * Whether a dispatched step of this task may start: not while a pause is requested or the task is
+ * neither queued nor running — unless a cancel is requested, which the start records at once.
+ */
+function mayStartSteps(task: TaskRecord): boolean {
+  const startable = task.status === 'queued' || task.status === 'running';
+  return task.cancelRequested || (!task.pauseRequested && startable);
+}
+
+/**
+ * After the step's start (`step`, or undefined when it was not this dispatch's to start): what the
+ * start means for the task, in the same transaction.
+ */
+async function recordStart(
+  tx: Transaction,
+  ref: StepDispatchRef,
+  task: TaskRecord,
+  step: StepRecord | undefined,
+): Promise<Started> {
+  if (!step) {
+    const current = await findStep(tx, ref.taskId, ref.seq);
+    const busy = current?.status === 'running' && current.dispatchCount === ref.dispatch;
+    return { kind: busy ? 'busy' : 'stale' };
+  }
+  if (task.cancelRequested || task.status === 'cancelled') {
+    await recordStepOutcome(tx, ref, { type: 'cancelled' });
+    return { kind: 'recorded' };
+  }
+  if (task.status === 'queued') {
+    const result = await applyTransition(tx, {
+      taskId: task.id,
+      event: { type: 'start' },
+      step: step.name,
+      patch: { currentStep: step.name },
+      data: { seq: step.seq, attempt: step.attempts },
+      locked: task, // read for update above; starting the step did not change the task row
+    });
+    if (!result.ok) throw new Error(`cannot start task ${task.id}: ${result.reason}`);
+  } else {
+    await appendTaskEvent(tx, {
+      taskId: task.id,
+      type: 'step_started',
+      step: step.name,
+      data: { seq: step.seq, attempt: step.attempts },
+    });
+  }
+  return { kind: 'run', step, task };
 }
 
 async function execute(
