@@ -137,6 +137,16 @@ export function prefixVar() {
     });
 }
 
+/**
+ * The urgent reserve, read by the scheduler (a share of each resource's limit) and by every
+ * executor (a share of its slots): P1–P3 steps are admitted and started only while this percent
+ * of the capacity, rounded down (none under 100 / percent), stays free after them; P0 may take
+ * every slot, so interactive work starts at once under a flood of batch work.
+ */
+export const URGENT_RESERVE_ENV = {
+  SLUICE_URGENT_RESERVE_PERCENT: intVar(10, 0, 50),
+} satisfies EnvSchema;
+
 /** The variables every service reads. */
 export const COMMON_ENV = {
   NATS_URL: urlVar(['nats:', 'tls:', 'ws:', 'wss:'], 'nats://127.0.0.1:4222'),

@@ -23,6 +23,7 @@ export {
   prefixVar,
   stringVar,
   urlVar,
+  URGENT_RESERVE_ENV,
 } from './config.js';
 export type { EnvConfig, EnvSchema } from './config.js';
 export { EXIT_CONFIG, runService } from './run-service.js';

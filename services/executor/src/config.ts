@@ -5,6 +5,7 @@ import { z } from 'zod';
 import { resourceProblem } from '@sluice/core';
 import {
   COMMON_ENV,
+  URGENT_RESERVE_ENV,
   ConfigError,
   intVar,
   loadEnvConfig,
@@ -15,8 +16,6 @@ import {
 
 /** Steps one executor process runs at once unless configured. */
 export const DEFAULT_SLOTS = 8;
-/** Default share of the slots (and, in the scheduler, of each resource's limit) kept for P0. */
-export const DEFAULT_URGENT_RESERVE_PERCENT = 10;
 /** How often running steps record a heartbeat in Postgres. */
 export const DEFAULT_HEARTBEAT_MS = 5_000;
 /** The built-in sample task types. */
@@ -24,6 +23,7 @@ export const BUILTIN_TASK_MODULE = new URL('./builtin-tasks/index.ts', import.me
 
 export const EXECUTOR_ENV = {
   ...COMMON_ENV,
+  ...URGENT_RESERVE_ENV,
   /** The resource class this process executes (`llm`, `tool:http` …); `--resource` overrides it. */
   SLUICE_RESOURCE: z
     .string({ message: 'is required: the resource class to run (or pass --resource <name>)' })
@@ -36,11 +36,6 @@ export const EXECUTOR_ENV = {
         });
     }),
   SLUICE_EXECUTOR_SLOTS: intVar(DEFAULT_SLOTS, 1, 1_000),
-  /**
-   * The urgent reserve: percent of the slots (rounded down; none under 100 / percent slots) only
-   * P0 steps may take, so interactive work starts at once under a flood of batch work.
-   */
-  SLUICE_URGENT_RESERVE_PERCENT: intVar(DEFAULT_URGENT_RESERVE_PERCENT, 0, 50),
   /** Comma-separated modules exporting task definitions (paths or package names). */
   SLUICE_TASK_MODULES: z
     .string()

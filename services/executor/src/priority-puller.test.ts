@@ -31,28 +31,40 @@ async function eventually(condition: () => boolean, what: string): Promise<void>
   }
 }
 
-describe('startPriorityPuller when its consumer disappears', () => {
-  const catalog = createBusCatalog(uniquePrefix('puller'));
-  let nc: NatsConnection;
-  let jsm: JetStreamManager;
-
+/**
+ * The suite's own streams and step consumers on a unique prefix, made before its tests and
+ * deleted after them; the getters are valid inside the tests.
+ */
+function busForSuite(label: string) {
+  const catalog = createBusCatalog(uniquePrefix(label));
+  let nc: NatsConnection | undefined;
+  let jsm: JetStreamManager | undefined;
   before(async () => {
     nc = await connect({ servers: natsUrl() });
     jsm = await jetstreamManager(nc);
     await ensureTopology(jsm, catalog);
     await ensureStepConsumers(jsm, catalog, RESOURCE);
   });
-
   after(async () => {
-    await nc.close();
+    await nc?.close();
     await deletePrefixResources(natsUrl(), catalog.prefix);
   });
+  return {
+    catalog,
+    nc: () => nc!,
+    jsm: () => jsm!,
+  };
+}
+
+describe('startPriorityPuller when its consumer disappears', () => {
+  const bus = busForSuite('puller');
+  const { catalog } = bus;
 
   it('reports the missing consumer, and pulls again once it is recreated', async () => {
     const missing: Priority[] = [];
     const handled: string[] = [];
     const puller = await startPriorityPuller({
-      js: jetstream(nc),
+      js: jetstream(bus.nc()),
       catalog,
       resource: RESOURCE,
       slots: new Slots(2),
@@ -66,13 +78,13 @@ describe('startPriorityPuller when its consumer disappears', () => {
     });
     try {
       const subject = catalog.subjects.step(RESOURCE, 1);
-      await jsm.consumers.delete(catalog.streams.steps, catalog.consumers.step(RESOURCE, 1));
+      await bus.jsm().consumers.delete(catalog.streams.steps, catalog.consumers.step(RESOURCE, 1));
       await eventually(() => missing.includes(1), 'the P1 consumer is reported missing');
 
       // What the executor does on that report: recreate it. The pulls resume by themselves.
-      await ensureStepConsumers(jsm, catalog, RESOURCE);
+      await ensureStepConsumers(bus.jsm(), catalog, RESOURCE);
       const payload = encodeMessage({ type: 'wake', reason: 'after-recreate' });
-      await publishDurable(jetstream(nc), subject, payload, { msgID: 'after-recreate' });
+      await publishDurable(jetstream(bus.nc()), subject, payload, { msgID: 'after-recreate' });
       await eventually(() => handled.length === 1, 'the message after the recreation is handled');
       assert.ok(!missing.includes(0), 'the other priorities were not reported');
     } finally {
@@ -82,24 +94,11 @@ describe('startPriorityPuller when its consumer disappears', () => {
 });
 
 describe('startPriorityPuller with an urgent reserve', () => {
-  const catalog = createBusCatalog(uniquePrefix('puller-reserve'));
-  let nc: NatsConnection;
-  let jsm: JetStreamManager;
-
-  before(async () => {
-    nc = await connect({ servers: natsUrl() });
-    jsm = await jetstreamManager(nc);
-    await ensureTopology(jsm, catalog);
-    await ensureStepConsumers(jsm, catalog, RESOURCE);
-  });
-
-  after(async () => {
-    await nc.close();
-    await deletePrefixResources(natsUrl(), catalog.prefix);
-  });
+  const bus = busForSuite('puller-reserve');
+  const { catalog } = bus;
 
   it('keeps the reserved slot from P3 steps and starts a P0 step in it at once', async () => {
-    const js = jetstream(nc);
+    const js = jetstream(bus.nc());
     const started: string[] = [];
     const finish = new Map<string, () => void>();
     let ending = false;

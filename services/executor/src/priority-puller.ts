@@ -5,8 +5,9 @@
  * Each priority has its own durable consumer (JetStream work queues cannot reorder). One `consume()`
  * per priority keeps at most one message buffered in the client and one here; whenever a slot
  * frees, the highest priority that has a message wins. P1–P3 start only while more slots than the
- * urgent reserve are free (`Slots`), so a P0 arriving under a flood of long steps starts at once. Messages that wait here for a slot are kept
- * alive with `working()` so they do not age past the ack wait and get redelivered.
+ * urgent reserve are free (`Slots`), so a P0 arriving under a flood of long steps starts at once.
+ * Messages that wait here for a slot are kept alive with `working()` so they do not age past the
+ * ack wait and get redelivered.
  */
 import type {
   ConsumerMessages,
@@ -14,7 +15,7 @@ import type {
   JetStreamClient,
   JsMsg,
 } from '@nats-io/jetstream';
-import { PRIORITIES, type Priority } from '@sluice/core';
+import { PRIORITIES, Priority } from '@sluice/core';
 import { DEFAULT_PULL_EXPIRES_MS, type BusCatalog } from '@sluice/bus';
 import type { Logger } from '@sluice/telemetry';
 import type { Slots } from './slots.js';
@@ -110,7 +111,7 @@ export async function startPriorityPuller(options: PriorityPullerOptions): Promi
       while (!stopped && !(picked = next(buffers, slots))) await changed();
       if (!picked) break;
       const [priority, message] = picked;
-      slots.tryTake(priority === URGENT);
+      slots.tryTake(priority === Priority.P0);
       buffers.delete(priority);
       drained.get(priority)?.();
       drained.delete(priority);
@@ -144,14 +145,11 @@ export async function startPriorityPuller(options: PriorityPullerOptions): Promi
   };
 }
 
-/** The priority whose steps may take the reserved slots. */
-const URGENT: Priority = 0;
-
 /** The most urgent buffered message that may take a slot now, if any. */
 function next(buffers: Map<Priority, JsMsg>, slots: Slots): [Priority, JsMsg] | undefined {
   for (const priority of PRIORITIES) {
     const message = buffers.get(priority);
-    if (message && slots.canTake(priority === URGENT)) return [priority, message];
+    if (message && slots.canTake(priority === Priority.P0)) return [priority, message];
   }
   return undefined;
 }

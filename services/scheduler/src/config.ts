@@ -2,12 +2,20 @@
  * Configuration of the scheduler, from the environment.
  */
 import { RETRY_BUDGET_ENV } from './retry-budget-config.js';
-import { COMMON_ENV, durationVar, intVar, loadEnvConfig, type EnvConfig } from '@sluice/runtime';
+import {
+  COMMON_ENV,
+  durationVar,
+  intVar,
+  loadEnvConfig,
+  URGENT_RESERVE_ENV,
+  type EnvConfig,
+} from '@sluice/runtime';
 
 const DAY_MS = 86_400_000;
 
 export const SCHEDULER_ENV = {
   ...COMMON_ENV,
+  ...URGENT_RESERVE_ENV,
   ...RETRY_BUDGET_ENV,
   /** Steps claimed (and outcomes applied, events relayed) per transaction. */
   SLUICE_SCHEDULER_BATCH: intVar(200, 1, 5_000),
@@ -28,12 +36,6 @@ export const SCHEDULER_ENV = {
   SLUICE_PRIORITY_AGING_MS: intVar(30_000, 0, 86_400_000),
   /** Percent of each resource's limit a priority the governor throttles leaves free. */
   SLUICE_THROTTLE_RESERVE_PERCENT: intVar(25, 0, 100),
-  /**
-   * The urgent reserve: percent of each resource's limit (rounded down; none under 100 / percent)
-   * only P0 steps may take, so interactive work is admitted at once under a flood of batch work.
-   * Executors keep the same share of their slots (their own `SLUICE_URGENT_RESERVE_PERCENT`).
-   */
-  SLUICE_URGENT_RESERVE_PERCENT: intVar(10, 0, 50),
   /**
    * How long the event relay lets events gather after a wake-up before it publishes a batch: under
    * load, one batch (a read, a mark, a commit) per this interval instead of one per committed
