@@ -108,12 +108,14 @@ export {
   inFlightSteps,
   insertSteps,
   lockTasksToSettle,
+  hasTasksToSettle,
   rerunUnfinishedSteps,
   scheduleStepRetry,
   hasOtherActiveSteps,
   nextAttemptAt,
   waitingRetry,
   lockUnappliedOutcomes,
+  hasUnappliedOutcomes,
   markOutcomesApplied,
   recordPublishSeqs,
   recordStepOutcome,
@@ -162,7 +164,7 @@ export type { ApiKeyRecord, IssuedApiKey, TenantRecord } from './queries/tenants
 export { ADMISSION_RATE_WINDOW_MS, estimateWaitMs, queueStanding } from './queries/queue.js';
 export type { QueueStanding } from './queries/queue.js';
 export { latestApproval, outputsBefore, recordStepProgress } from './queries/step-context.js';
-export type { RecordedApproval, StepPlace, StepProgress } from './queries/step-context.js';
+export type { RecordedApproval, StepProgress } from './queries/step-context.js';
 export {
   deadLettersOfTask,
   insertDeadLetter,

@@ -4,13 +4,7 @@
  * reporting, and the handles (signal, logger, LLM client) of this attempt. The span is added by
  * the runner, which starts it around the handler.
  */
-import {
-  latestApproval,
-  outputsBefore,
-  type Database,
-  type StepRecord,
-  type TaskRecord,
-} from '@sluice/db';
+import type { RecordedApproval, StepRecord, TaskRecord } from '@sluice/db';
 import type {
   ApprovalDecision,
   LlmClient,
@@ -23,11 +17,19 @@ import type { Json } from '@sluice/core';
 import type { Logger } from '@sluice/telemetry';
 import type { ProgressReporter } from './progress-reporter.js';
 
+/** What the step sees of its task's history, read in the transaction that started it. */
+export interface StepHistory {
+  /** The outputs of the steps before it, by name (see `outputsBefore`). */
+  readonly outputs: Record<string, Json>;
+  /** The latest approval of its task, if any. */
+  readonly approval: RecordedApproval | undefined;
+}
+
 /** What the context is made of. */
 export interface StepContextSources {
-  readonly db: Database;
   readonly task: TaskRecord;
   readonly step: StepRecord;
+  readonly history: StepHistory;
   readonly definition: TaskDefinition;
   readonly stepDefinition: StepDefinition;
   readonly signal: AbortSignal;
@@ -44,9 +46,7 @@ export interface StepContextSources {
  * @throws ZodError when the task input or the step input does not match its schema (recorded as
  *   `schema_validation`: retrying cannot help).
  */
-export async function buildStepContext(
-  sources: StepContextSources,
-): Promise<Omit<StepContext, 'span'>> {
+export function buildStepContext(sources: StepContextSources): Omit<StepContext, 'span'> {
   const { task, step, definition, stepDefinition } = sources;
   // Parsed, not just validated: defaults and transforms of the schemas apply, as the types say.
   const taskInput: unknown = definition.input.parse(task.input);
@@ -54,16 +54,8 @@ export async function buildStepContext(
   const input = (
     stepDefinition.input ? stepDefinition.input.parse(step.input) : step.input
   ) as Json;
-  const [outputs, approval] = await Promise.all([
-    outputsBefore(sources.db, {
-      taskId: task.id,
-      seq: step.seq,
-      fanOutOf: step.fanOutOf,
-      branchIndex: step.branchIndex,
-    }),
-    latestApproval(sources.db, task.id),
-  ]);
-  const frozenOutputs: UntypedOutputs = Object.freeze(outputs);
+  const { outputs, approval } = sources.history;
+  const frozenOutputs: UntypedOutputs = Object.freeze({ ...outputs });
   const decision: ApprovalDecision | undefined = approval && {
     approved: true,
     comment: approval.comment,

@@ -18,8 +18,9 @@ import {
   applyTransition,
   findStep,
   heartbeatSteps,
-  isDatabaseUnavailable,
+  latestApproval,
   lockTask,
+  outputsBefore,
   releaseStep,
   recordStepOutcome,
   recordStepProgress,
@@ -37,7 +38,7 @@ import { classifyStepError, type AbortReason } from './classify-error.js';
 import { createLlmClient, type LlmClientOptions } from './llm-client.js';
 import type { LlmGate } from './llm-gate.js';
 import { createProgressReporter } from './progress-reporter.js';
-import { buildStepContext } from './step-context.js';
+import { buildStepContext, type StepHistory } from './step-context.js';
 import { recordTaskStarted, runInStepSpan } from './step-span.js';
 import type { TaskRegistry } from './task-registry.js';
 
@@ -88,7 +89,7 @@ export class RunningSteps {
 }
 
 type Started =
-  | { kind: 'run'; step: StepRecord; task: TaskRecord }
+  | { kind: 'run'; step: StepRecord; task: TaskRecord; history: StepHistory }
   /** Cancelled before it ran: the `cancelled` outcome is recorded. */
   | { kind: 'recorded' }
   /** Its task is being paused: the step went back to the ready queue without running. */
@@ -129,19 +130,23 @@ async function runStep(
     return;
   }
   if (started.kind !== 'run') {
-    await message.ackAck();
+    message.ack(); // not confirmed: see below
     if (started.kind === 'recorded' || started.kind === 'released') wakeScheduler(deps, ref);
     log.debug({ outcome: started.kind }, 'step not run');
     return;
   }
-  const { step, task } = started;
-  const outcome = await execute(deps, message, ref, step, task, log);
+  const { step, task, history } = started;
+  const outcome = await execute(deps, message, ref, { step, task, history }, log);
+  // One statement that commits on its own (no transaction around it: see recordStepOutcome).
   const recorded = await withDatabaseSpan(deps.db, RECORD_OUTCOME, () =>
-    deps.db.transaction((tx) => recordStepOutcome(tx, ref, outcome)),
+    recordStepOutcome(deps.db, ref, outcome),
   );
   deps.metrics.stepsFinished.inc({ resource: deps.resource, outcome: outcome.type });
   deps.onOutcome?.(outcome);
-  await message.ackAck();
+  // Not a confirmed ack (`ackAck`, a round trip to the server): what the step did is in Postgres
+  // already, so an ack that gets lost only brings the message back, and its start finds the
+  // dispatch finished ('stale') and acknowledges it then.
+  message.ack();
   if (recorded) wakeScheduler(deps, ref);
   log.info({ step: step.name, outcome: outcome.type, recorded }, 'step finished');
 }
@@ -151,12 +156,11 @@ async function runStep(
  * task's trace, next to the step span). The start's summary names the statements of its usual
  * path: lock the task, start the step, record the start on the task and in its history.
  */
-const START_STEP = { summary: 'SELECT tasks UPDATE task_steps UPDATE tasks INSERT task_events' };
-const RECORD_OUTCOME = {
-  summary: 'UPDATE task_steps',
-  operationName: 'UPDATE',
-  collectionName: 'task_steps',
+const START_STEP = {
+  summary:
+    'SELECT tasks UPDATE task_steps SELECT task_events SELECT task_steps UPDATE tasks INSERT task_events',
 };
+const RECORD_OUTCOME = { summary: 'UPDATE task_steps UPDATE tasks INSERT task_events' };
 
 function start(deps: StepRunnerDeps, ref: StepDispatchRef): Promise<Started> {
   return withDatabaseSpan(deps.db, START_STEP, () => startTransaction(deps, ref));
@@ -166,17 +170,19 @@ async function startTransaction(deps: StepRunnerDeps, ref: StepDispatchRef): Pro
   if (deps.isBreakerOpen?.() !== true) {
     try {
       return await deps.db.transaction(async (tx): Promise<Started> => {
-        // The usual case in one round trip less: the task's lock and the step's start go out
-        // together (postgres.js pipelines a transaction's statements on its connection, in this
-        // order: the lock order of every writer, task row, then its step rows). Should the task not
-        // let the step start after all, the start is rolled back and the careful path below runs.
-        const [task, step] = await Promise.all([
+        // The usual case in two round trips less: the task's lock, the step's start and the reads
+        // of what the step sees go out together (postgres.js pipelines a transaction's statements
+        // on its connection, in this order: the lock order of every writer, task row, then its step
+        // rows). Should the task not let the step start after all, the start is rolled back and
+        // the careful path below runs.
+        const [task, step, history] = await Promise.all([
           lockTask(tx, ref.taskId),
           startStep(tx, ref, deps.ackWaitMs),
+          readHistory(tx, ref),
         ]);
         if (!task) throw new Error(`step of unknown task ${ref.taskId}`);
         if (!mayStartSteps(task)) throw new NotStartable();
-        return recordStart(tx, ref, task, step);
+        return recordStart(tx, ref, task, step, () => Promise.resolve(history));
       });
     } catch (error) {
       if (!(error instanceof NotStartable)) throw error;
@@ -197,8 +203,21 @@ async function startTransaction(deps: StepRunnerDeps, ref: StepDispatchRef): Pro
       // attempt) until the breaker lets calls through again, rather than calling a failing tool.
       return (await releaseStep(tx, ref)) ? { kind: 'released' } : { kind: 'stale' };
     }
-    return recordStart(tx, ref, task, await startStep(tx, ref, deps.ackWaitMs));
+    const step = await startStep(tx, ref, deps.ackWaitMs);
+    return recordStart(tx, ref, task, step, () => readHistory(tx, ref));
   });
+}
+
+/**
+ * What the step sees of its task (earlier outputs, the latest approval), read under the task's
+ * lock in the transaction that starts it, so the handler's context is built without a query.
+ */
+async function readHistory(tx: Transaction, ref: StepDispatchRef): Promise<StepHistory> {
+  const [outputs, approval] = await Promise.all([
+    outputsBefore(tx, ref.taskId, ref.seq),
+    latestApproval(tx, ref.taskId),
+  ]);
+  return { outputs, approval };
 }
 
 /** Rolls back a step start whose task turned out not to let it start (see `startTransaction`). */
@@ -219,13 +238,14 @@ function mayStartSteps(task: TaskRecord): boolean {
 
 /**
  * After the step's start (`step`, or undefined when it was not this dispatch's to start): what the
- * start means for the task, in the same transaction.
+ * start means for the task, in the same transaction; `history` gives what a step that runs sees.
  */
 async function recordStart(
   tx: Transaction,
   ref: StepDispatchRef,
   task: TaskRecord,
   step: StepRecord | undefined,
+  history: () => Promise<StepHistory>,
 ): Promise<Started> {
   if (!step) {
     const current = await findStep(tx, ref.taskId, ref.seq);
@@ -254,15 +274,14 @@ async function recordStart(
       data: { seq: step.seq, attempt: step.attempts },
     });
   }
-  return { kind: 'run', step, task };
+  return { kind: 'run', step, task, history: await history() };
 }
 
 async function execute(
   deps: StepRunnerDeps,
   message: JsMsg,
   ref: StepDispatchRef,
-  step: StepRecord,
-  task: TaskRecord,
+  { step, task, history }: { step: StepRecord; task: TaskRecord; history: StepHistory },
   log: Logger,
 ): Promise<StepOutcome> {
   const definition = deps.registry.find(task.type, task.typeVersion);
@@ -297,12 +316,11 @@ async function execute(
       }),
     log,
   });
-  let contextBuilt = false;
   try {
-    const context = await buildStepContext({
-      db: deps.db,
+    const context = buildStepContext({
       task,
       step,
+      history,
       definition,
       stepDefinition,
       signal: controller.signal,
@@ -311,7 +329,6 @@ async function execute(
       progress,
       degraded: deps.isDegraded?.(task.priority as Priority) ?? false,
     });
-    contextBuilt = true;
     // The span of the scheduler's dispatch (in the message's headers) is the step's parent.
     const result: unknown = await runInStepSpan(
       task,
@@ -330,10 +347,6 @@ async function execute(
   } catch (error) {
     await progress.close();
     if (abortReason === 'cancelled') return { type: 'cancelled' };
-    // Sluice's own Postgres being unreachable before the handler ran says nothing about the step:
-    // recorded as its failure, an outage would spend attempts and end healthy work in dead
-    // letters. Thrown, the message is held and tried again (see database-outage.ts).
-    if (!contextBuilt && isDatabaseUnavailable(error)) throw error;
     const stepError = classifyStepError(error, abortReason);
     log.warn({ err: error, error_class: stepError.errorClass }, 'step failed');
     return { type: 'failed', error: stepError };

@@ -36,6 +36,7 @@ import {
   cancelWaitingSteps,
   joinIfComplete,
   lockTask,
+  hasUnappliedOutcomes,
   lockUnappliedOutcomes,
   markOutcomesApplied,
   openDeadLetterOfStep,
@@ -99,6 +100,8 @@ const NOTHING: Applied = { stepsAdded: false, abortTask: false };
 
 /** Applies one batch of outcomes in one transaction; true when the batch was full. */
 export async function applyOutcomeBatch(deps: OutcomeApplierDeps): Promise<boolean> {
+  // Most wake-ups after the first of a burst find the outcomes applied already.
+  if (!(await hasUnappliedOutcomes(deps.db))) return false;
   const { count, stepsAdded, aborted, results } = await deps.db.transaction(async (tx) => {
     const outcomes = await lockUnappliedOutcomes(tx, deps.batchSize);
     let added = false;

@@ -13,6 +13,7 @@ import {
   armApprovalTimer,
   cancelWaitingSteps,
   closeTimers,
+  hasTasksToSettle,
   lockTask,
   lockTasksToSettle,
   TimerKind,
@@ -34,6 +35,7 @@ export interface SettlerDeps {
 
 /** Settles one batch in one transaction; true when the batch was full. */
 export async function settleBatch(deps: SettlerDeps): Promise<boolean> {
+  if (!(await hasTasksToSettle(deps.db))) return false; // the usual answer, in one statement
   const count = await deps.db.transaction(async (tx) => {
     const due = await lockTasksToSettle(tx, deps.batchSize);
     for (const { taskId } of due) await settleOne(tx, taskId, deps.log);

@@ -103,17 +103,9 @@ describe('outputsBefore', () => {
       { seq: 5, name: 'store', status: 'running' },
       { seq: 6, name: 'join', status: 'ready' },
     ]);
-    const outputs = await outputsBefore(handle.db, {
-      taskId,
-      seq: 5,
-      fanOutOf: null,
-      branchIndex: null,
-    });
+    const outputs = await outputsBefore(handle.db, taskId, 5);
     assert.deepEqual(outputs, { plan: { turn: 2 }, parse: 'first' });
-    assert.deepEqual(
-      await outputsBefore(handle.db, { taskId, seq: 2, fanOutOf: null, branchIndex: null }),
-      { plan: { turn: 1 } },
-    );
+    assert.deepEqual(await outputsBefore(handle.db, taskId, 2), { plan: { turn: 1 } });
   });
 
   it('keeps fan-out branches apart: a branch sees its own steps, the join none of them', async () => {
@@ -148,12 +140,12 @@ describe('outputsBefore', () => {
       { seq: 6, name: 'join', status: 'running' },
     ]);
     assert.deepEqual(
-      await outputsBefore(handle.db, { taskId, seq: 5, fanOutOf: 1, branchIndex: 0 }),
+      await outputsBefore(handle.db, taskId, 5),
       { plan: 'plan', parse: 'parse A' },
       'branch 0 sees its own parse, not branch 1’s later one',
     );
     assert.deepEqual(
-      await outputsBefore(handle.db, { taskId, seq: 6, fanOutOf: null, branchIndex: null }),
+      await outputsBefore(handle.db, taskId, 6),
       { plan: 'plan' },
       'the join sees the branches only through its input',
     );
@@ -161,10 +153,7 @@ describe('outputsBefore', () => {
 
   it('is empty for the first step', async () => {
     const taskId = await newTask();
-    assert.deepEqual(
-      await outputsBefore(handle.db, { taskId, seq: 1, fanOutOf: null, branchIndex: null }),
-      {},
-    );
+    assert.deepEqual(await outputsBefore(handle.db, taskId, 1), {});
   });
 });
 

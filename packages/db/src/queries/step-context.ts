@@ -8,42 +8,33 @@ import type { Database, Executor } from '../client.js';
 import { taskEvents, tasks } from '../schema.js';
 import { appendTaskEvent } from './events.js';
 
-/** The step asking: its task, its place, and its fan-out branch if it runs in one. */
-export interface StepPlace {
-  readonly taskId: string;
-  readonly seq: number;
-  /** For a branch of a fan-out (and the steps its branch continues with): the fanning step. */
-  readonly fanOutOf: number | null;
-  readonly branchIndex: number | null;
-}
-
 /** The sequence number of a task's first step (the gateway creates it with the task). */
 const FIRST_STEP_SEQ = 1;
 
 /**
- * The outputs a step sees, by step name: for each name, the output of its latest succeeded
- * instance before this step. A step outside any fan-out branch sees the steps outside branches
- * (branch outputs reach it through the join's input); a branch step sees those and the earlier
- * steps of its own branch, never a sibling branch.
+ * The outputs step `seq` of a task sees, by step name: for each name, the output of its latest
+ * succeeded instance before this step. A step outside any fan-out branch sees the steps outside
+ * branches (branch outputs reach it through the join's input); a branch step sees those and the
+ * earlier steps of its own branch, never a sibling branch. The step's branch is read from its own
+ * row, so the executor can send this read together with the step's start, before it has the row.
  */
 export async function outputsBefore(
   executor: Executor,
-  place: StepPlace,
+  taskId: string,
+  seq: number,
 ): Promise<Record<string, Json>> {
   // Steps are numbered from 1: the first has nothing before it (a query less per one-step task).
-  if (place.seq <= FIRST_STEP_SEQ) return {};
-  const ownBranch =
-    place.fanOutOf === null || place.branchIndex === null
-      ? sql`false`
-      : sql`(fan_out_of = ${place.fanOutOf} and branch_index = ${place.branchIndex})`;
+  if (seq <= FIRST_STEP_SEQ) return {};
+  // For a step outside branches `me.fan_out_of` is null, so the branch test is never true.
   const rows = await executor.execute<{ name: string; output: Json }>(sql`
-    select distinct on (name) name, outcome -> 'output' as output
-    from task_steps
-    where task_id = ${place.taskId}
-      and seq < ${place.seq}
-      and status = 'succeeded'
-      and (fan_out_of is null or ${ownBranch})
-    order by name, seq desc
+    select distinct on (before.name) before.name, before.outcome -> 'output' as output
+    from task_steps me
+    join task_steps before on before.task_id = me.task_id and before.seq < me.seq
+    where me.task_id = ${taskId}::uuid and me.seq = ${seq}::int
+      and before.status = 'succeeded'
+      and (before.fan_out_of is null
+           or (before.fan_out_of = me.fan_out_of and before.branch_index = me.branch_index))
+    order by before.name, before.seq desc
   `);
   const outputs: Record<string, Json> = {};
   for (const row of rows) outputs[row.name] = row.output ?? null;

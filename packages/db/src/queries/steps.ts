@@ -7,7 +7,6 @@ import type { Json, Priority, StepOutcome } from '@sluice/core';
 import type { Executor } from '../client.js';
 import { taskSteps } from '../schema.js';
 import { ANY_RESOURCE, DEFAULT_RESOURCE_LIMIT, lockAdmission } from './admission.js';
-import { appendTaskEvent } from './events.js';
 
 /** A step row as stored. */
 export type StepRecord = typeof taskSteps.$inferSelect;
@@ -434,8 +433,14 @@ export async function heartbeatSteps(
 }
 
 /**
- * Records the outcome of a running step. Returns false when the dispatch is stale (another
- * dispatch took the step over, or an outcome is recorded already): at most one outcome per step.
+ * Records the outcome of a running step and its `step_<status>` event. Returns false when the
+ * dispatch is stale (another dispatch took the step over, or an outcome is recorded already): at
+ * most one outcome per step.
+ *
+ * One statement (data-modifying CTEs), so it commits on its own without a transaction around it:
+ * one round trip where an update, an event append and their transaction took four. The task row is
+ * bumped only once the step row changed (`bumped` reads `finished`), as before: step row, then
+ * task row, then the event with the task's next sequence.
  */
 export async function recordStepOutcome(
   executor: Executor,
@@ -444,20 +449,30 @@ export async function recordStepOutcome(
 ): Promise<boolean> {
   const status =
     outcome.type === 'failed' ? 'failed' : outcome.type === 'cancelled' ? 'cancelled' : 'succeeded';
-  const rows = await executor
-    .update(taskSteps)
-    .set({ status, outcome, outcomeAppliedAt: null, finishedAt: sql`now()` })
-    .where(and(isDispatch(ref), eq(taskSteps.status, 'running')))
-    .returning({ id: taskSteps.id, name: taskSteps.name });
-  const row = rows[0];
-  if (!row) return false;
-  await appendTaskEvent(executor, {
-    taskId: ref.taskId,
-    type: `step_${status}`,
-    step: row.name,
-    data: { seq: ref.seq, ...(outcome.type === 'failed' ? { error: outcome.error.message } : {}) },
-  });
-  return true;
+  const data = {
+    seq: ref.seq,
+    ...(outcome.type === 'failed' ? { error: outcome.error.message } : {}),
+  };
+  const rows = await executor.execute<{ seq: number }>(sql`
+    with finished as (
+      update task_steps
+      set status = ${status}::text, outcome = ${JSON.stringify(outcome)}::jsonb,
+          outcome_applied_at = null, finished_at = now()
+      where task_id = ${ref.taskId}::uuid and seq = ${ref.seq}::int
+        and dispatch_count = ${ref.dispatch}::int and status = 'running'
+      returning name
+    ), bumped as (
+      update tasks
+      set last_event_seq = last_event_seq + 1, updated_at = now()
+      where id = ${ref.taskId}::uuid and exists (select from finished)
+      returning last_event_seq as seq, tenant_id
+    )
+    insert into task_events (task_id, tenant_id, seq, type, step, data)
+    select ${ref.taskId}::uuid, bumped.tenant_id, bumped.seq, ${`step_${status}`}::text,
+           finished.name, ${JSON.stringify(data)}::jsonb
+    from bumped, finished
+    returning seq`);
+  return rows.length > 0;
 }
 
 /** A recorded outcome the scheduler has not yet turned into a transition. */
@@ -503,6 +518,18 @@ export async function lockUnappliedOutcomes(
     .limit(limit)
     .for('update', { skipLocked: true });
   return rows.flatMap((row) => (row.outcome ? [{ ...row, outcome: row.outcome }] : []));
+}
+
+/**
+ * Whether any recorded outcome waits to be applied, without a transaction: a pass woken by an
+ * outcome an earlier pass already applied answers in one statement instead of three.
+ */
+export async function hasUnappliedOutcomes(executor: Executor): Promise<boolean> {
+  const [row] = await executor.execute<{ found: boolean }>(sql`
+    select exists (
+      select 1 from task_steps where outcome is not null and outcome_applied_at is null
+    ) as found`);
+  return row?.found === true;
 }
 
 /** Marks outcomes as turned into transitions. */
@@ -651,10 +678,30 @@ export async function lockTasksToSettle(
   executor: Executor,
   limit: number,
 ): Promise<TaskToSettle[]> {
+  const rows = await executor.execute<{ id: string }>(sql`
+    ${tasksToSettle(limit)}
+    for update of t skip locked
+  `);
+  return rows.map((row) => ({ taskId: row.id }));
+}
+
+/**
+ * Whether any task waits to be settled ({@link lockTasksToSettle}), without a transaction: most
+ * passes find none, and answering that in one statement saves them a `begin` and a `commit`.
+ */
+export async function hasTasksToSettle(executor: Executor): Promise<boolean> {
+  const [row] = await executor.execute<{ found: boolean }>(
+    sql`select exists (${tasksToSettle(1)}) as found`,
+  );
+  return row?.found === true;
+}
+
+/** The tasks to settle, oldest change first (see {@link lockTasksToSettle}). */
+function tasksToSettle(limit: number): SQL {
   // The candidates come from three small partial indexes (migration 0008); the conditions below
   // then decide. Without them every pass read the whole tasks table — the backlog and the
   // finished history — once per batch of outcomes (issue 7 profile).
-  const rows = await executor.execute<{ id: string }>(sql`
+  return sql`
     select t.id from tasks t
     where t.id in (
         select c.id from tasks c
@@ -681,10 +728,7 @@ export async function lockTasksToSettle(
                or (s.outcome is not null and s.outcome_applied_at is null))
       )
     order by t.updated_at
-    limit ${limit}
-    for update of t skip locked
-  `);
-  return rows.map((row) => ({ taskId: row.id }));
+    limit ${limit}`;
 }
 
 /**

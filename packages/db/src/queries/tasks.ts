@@ -2,7 +2,7 @@
  * Creating and reading tasks.
  */
 import { createHash } from 'node:crypto';
-import { and, asc, desc, eq, gt, gte, lt, or, sql } from 'drizzle-orm';
+import { and, asc, desc, eq, gt, gte, lt, or, sql, type SQL } from 'drizzle-orm';
 import {
   NO_TASK,
   SluiceError,
@@ -12,7 +12,8 @@ import {
   type TaskStatus,
 } from '@sluice/core';
 import type { Database, Executor } from '../client.js';
-import { taskEvents, taskSteps, tasks } from '../schema.js';
+import { recordOf } from '../raw-rows.js';
+import { idempotencyTombstones, taskEvents, tasks } from '../schema.js';
 import { findLiveTombstone, type IdempotencyTombstone } from './retention.js';
 import type { TaskTypeManifest } from './task-types.js';
 
@@ -50,7 +51,7 @@ export type SubmitTaskResult =
   | { readonly kind: 'deleted'; readonly tombstone: IdempotencyTombstone };
 
 /**
- * Records a new task, its `create` event and its first step (ready, due now) in one transaction.
+ * Records a new task, its `create` event and its first step (ready, due now) atomically.
  *
  * With an idempotency key, a repeat returns the existing task when its type, priority and input
  * match, and throws an `already_exists` {@link SluiceError} when they differ. Concurrent repeats are
@@ -88,68 +89,96 @@ export async function submitTask(db: Database, task: NewTask): Promise<SubmitTas
       `task type ${task.taskType.name} v${task.taskType.version} has no step ${task.taskType.firstStep}`,
     );
   }
+  const create = createStatement(db, task, { status, inputHash, firstStep });
+  const key = task.idempotencyKey;
+  if (key === undefined) {
+    // Nothing can conflict without a key: the one statement commits on its own (one round trip).
+    const [row] = await db.execute(create);
+    if (!row) throw new Error('the task insert returned no row');
+    return { kind: 'created', task: recordOf(tasks, row) };
+  }
   try {
     return await db.transaction(async (tx): Promise<SubmitTaskResult> => {
-      const inserted = await tx
-        .insert(tasks)
-        .values({
-          tenantId: task.tenantId,
-          type: task.taskType.name,
-          typeVersion: task.taskType.version,
-          priority: task.priority,
-          input: task.input,
-          inputHash,
-          idempotencyKey: task.idempotencyKey ?? null,
-          status,
-          currentStep: firstStep.name,
-          lastEventSeq: 1,
-          traceId: task.traceId ?? null,
-          traceParent: task.traceParent ?? null,
-        })
-        .onConflictDoNothing({
-          target: [tasks.tenantId, tasks.idempotencyKey],
-          where: sql`${tasks.idempotencyKey} is not null`,
-        })
-        .returning();
-      const row = inserted[0];
-      if (!row) return existingRepeat(tx, task, inputHash);
-      // The rest is sent at once (postgres.js pipelines a transaction's statements on its
-      // connection): one round trip instead of three on every create.
-      const key = task.idempotencyKey;
-      const [tombstone] = await Promise.all([
-        // Looked up after the insert, not before: an insert that waited for retention deleting
-        // the key's holder sees that deletion's tombstone here, as it committed in the same go.
-        key === undefined ? undefined : findLiveTombstone(tx, task.tenantId, key),
-        tx.insert(taskEvents).values({
-          taskId: row.id,
-          tenantId: row.tenantId,
-          seq: 1,
-          type: 'create',
-          fromStatus: null,
-          toStatus: status,
-          step: firstStep.name,
-          data: { priority: task.priority, type: task.taskType.name },
-        }),
-        tx.insert(taskSteps).values({
-          taskId: row.id,
-          seq: 1,
-          name: firstStep.name,
-          resource: firstStep.resource,
-          tenantId: row.tenantId,
-          priority: task.priority,
-          status: 'ready',
-          input: task.input,
-        }),
+      // The key's tombstone is read after the insert, not before: an insert that waited for
+      // retention deleting the key's holder sees that deletion's tombstone here, as it committed in
+      // the same go. Both are raw statements, which take the same path through drizzle and
+      // postgres.js, so they go out in this order and together (postgres.js pipelines a
+      // transaction's statements on its connection): one round trip for both. (Statements of
+      // different kinds — a builder, a raw one — need not go out in the order they were called.)
+      const [created, tombstones] = await Promise.all([
+        tx.execute(create),
+        tx.execute(liveTombstoneStatement(task.tenantId, key)),
       ]);
-      // A key of a deleted task: thrown to roll the inserts back.
-      if (tombstone) throw new KeyOfDeletedTask(checkSameRequest(tombstone, task, inputHash));
-      return { kind: 'created', task: row };
+      const row = created[0];
+      if (!row) return existingRepeat(tx, task, inputHash);
+      const tombstone = tombstones[0];
+      if (tombstone) {
+        // A key of a deleted task: thrown to roll the inserts back.
+        const holder = recordOf(idempotencyTombstones, tombstone);
+        throw new KeyOfDeletedTask(checkSameRequest(holder, task, inputHash));
+      }
+      return { kind: 'created', task: recordOf(tasks, row) };
     });
   } catch (error) {
     // Thrown to roll the insert back: the key belongs to a deleted task.
     if (error instanceof KeyOfDeletedTask) return { kind: 'deleted', tombstone: error.tombstone };
     throw error;
   }
+}
+
+/**
+ * The task, its `create` event and its first step (ready, due now) in one statement (data-modifying
+ * CTEs), returning the task row; with a key that already has a task, nothing is inserted and no row
+ * returned. One statement where three took two round trips, and atomic without a transaction.
+ */
+function createStatement(
+  db: Database,
+  task: NewTask,
+  facts: { status: TaskStatus; inputHash: string; firstStep: { name: string; resource: string } },
+): SQL {
+  const insertTask = db
+    .insert(tasks)
+    .values({
+      tenantId: task.tenantId,
+      type: task.taskType.name,
+      typeVersion: task.taskType.version,
+      priority: task.priority,
+      input: task.input,
+      inputHash: facts.inputHash,
+      idempotencyKey: task.idempotencyKey ?? null,
+      status: facts.status,
+      currentStep: facts.firstStep.name,
+      lastEventSeq: 1,
+      traceId: task.traceId ?? null,
+      traceParent: task.traceParent ?? null,
+    })
+    .onConflictDoNothing({
+      target: [tasks.tenantId, tasks.idempotencyKey],
+      where: sql`${tasks.idempotencyKey} is not null`,
+    })
+    .returning();
+  const eventData = JSON.stringify({ priority: task.priority, type: task.taskType.name });
+  return sql`
+    with inserted as (${insertTask.getSQL()}),
+    create_event as (
+      insert into task_events (task_id, tenant_id, seq, type, from_status, to_status, step, data)
+      select id, tenant_id, 1, 'create', null, status, current_step, ${eventData}::jsonb
+      from inserted
+    ),
+    first_step as (
+      insert into task_steps (task_id, seq, name, resource, tenant_id, priority, status, input)
+      select id, 1, current_step, ${facts.firstStep.resource}::text, tenant_id, priority, 'ready',
+             input
+      from inserted
+    )
+    select * from inserted`;
+}
+
+/** The live (unexpired) tombstone of a tenant's key, as a raw statement (see `submitTask`). */
+function liveTombstoneStatement(tenantId: string, key: string): SQL {
+  return sql`
+    select * from idempotency_tombstones
+    where tenant_id = ${tenantId} and idempotency_key = ${key} and expires_at > now()`;
 }
 
 /** Rolls back a task insert whose idempotency key has a live tombstone. */

@@ -106,7 +106,7 @@ export interface TaskServiceDeps {
 const CREATE_TASK_SUMMARY = 'INSERT tasks INSERT task_events INSERT task_steps';
 /** The same with an idempotency key, whose tombstone is looked up after the insert. */
 const CREATE_TASK_WITH_KEY_SUMMARY =
-  'INSERT tasks SELECT idempotency_tombstones INSERT task_events INSERT task_steps';
+  'INSERT tasks INSERT task_events INSERT task_steps SELECT idempotency_tombstones';
 
 /** Longest accepted approval comment. */
 export const MAX_COMMENT_LENGTH = 4_000;
@@ -218,9 +218,16 @@ export function createTaskService(deps: TaskServiceDeps): Partial<TaskServiceHan
 
   return {
     async CreateTask(call) {
-      const { tenantId } = await authenticate(call.metadata);
       const request = call.request;
+      // The task type is read while the key is checked (two round trips at once, not one after
+      // the other); its answer is looked at only once the caller is authenticated.
       const typeProblem = taskTypeProblem(request.type);
+      const typeLookup =
+        typeProblem || readBearerKey(call.metadata) === undefined
+          ? undefined
+          : findLatestTaskType(deps.db, request.type);
+      typeLookup?.catch(() => undefined); // an unauthenticated call never awaits it
+      const { tenantId } = await authenticate(call.metadata);
       if (typeProblem) throw invalidArgument('type', typeProblem);
       const priority = priorityFromApi(request.priority);
       if (priority === undefined) {
@@ -235,7 +242,7 @@ export function createTaskService(deps: TaskServiceDeps): Partial<TaskServiceHan
       }
       const input = parseInput(request.input, deps.maxInputBytes);
       if (isGrpcError(input)) throw input;
-      const taskType = await findLatestTaskType(deps.db, request.type);
+      const taskType = await typeLookup;
       if (!taskType) throw invalidArgument('type', `unknown task type "${request.type}"`);
       const inputError = validators.check(taskType, input);
       if (inputError) throw inputError;
