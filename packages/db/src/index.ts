@@ -13,6 +13,7 @@
  */
 export { openDatabase, DEFAULT_POOL_SIZE, DEFAULT_CONNECT_TIMEOUT_MS } from './client.js';
 export { isDatabaseUnavailable } from './unavailable.js';
+export { isDeadlock } from './deadlock.js';
 export {
   ATTR_DB_COLLECTION_NAME,
   ATTR_DB_NAMESPACE,
@@ -119,6 +120,7 @@ export {
   markOutcomesApplied,
   recordPublishSeqs,
   recordStepOutcome,
+  recordStepOutcomes,
   releaseClaims,
   releaseStep,
   startStep,
@@ -128,6 +130,7 @@ export type {
   ClaimedStep,
   NewStep,
   StepDispatchRef,
+  OutcomeToRecord,
   StepRecord,
   TaskToSettle,
   WaitingRetry,

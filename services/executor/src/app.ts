@@ -21,7 +21,13 @@ import {
   type TopologyRepair,
 } from '@sluice/bus';
 import { urgentReserveSlots } from '@sluice/core';
-import { migrateDatabase, openDatabase, registerTaskType, type DatabaseHandle } from '@sluice/db';
+import {
+  migrateDatabase,
+  openDatabase,
+  recordStepOutcomes,
+  registerTaskType,
+  type DatabaseHandle,
+} from '@sluice/db';
 import {
   createLogger,
   startTracing,
@@ -35,6 +41,7 @@ import { retryWhileDatabaseDown } from './database-outage.js';
 import { startGovernorReporter, type GovernorReporter } from './governor-report.js';
 import { startHttpInstrumentation } from './http-instrumentation.js';
 import { createLlmGate } from './llm-gate.js';
+import { OutcomeRecorder } from './outcome-recorder.js';
 import { startPriorityPuller, type PriorityPuller } from './priority-puller.js';
 import { Slots } from './slots.js';
 import { RunningSteps, runDispatchedStep, type StepRunnerDeps } from './step-runner.js';
@@ -161,6 +168,7 @@ export async function startExecutor(config: ExecutorConfig, log?: Logger): Promi
       heartbeatMs: config.SLUICE_HEARTBEAT_MS,
       ackWaitMs: config.SLUICE_ACK_WAIT_MS,
       running,
+      outcomes: new OutcomeRecorder((items) => recordStepOutcomes(database.db, items)),
       llmGate,
       isDegraded: (priority) => listsPriority(view.current().degrade, priority),
       isBreakerOpen: () => view.current().breakers?.[resource] === 'open',

@@ -37,6 +37,7 @@ import type { Logger, Metrics } from '@sluice/telemetry';
 import { classifyStepError, type AbortReason } from './classify-error.js';
 import { createLlmClient, type LlmClientOptions } from './llm-client.js';
 import type { LlmGate } from './llm-gate.js';
+import type { OutcomeRecorder } from './outcome-recorder.js';
 import { createProgressReporter } from './progress-reporter.js';
 import { buildStepContext, type StepHistory } from './step-context.js';
 import { recordTaskStarted, runInStepSpan } from './step-span.js';
@@ -56,6 +57,8 @@ export interface StepRunnerDeps {
   readonly ackWaitMs: number;
   /** Aborts of running steps by task id, so a cancel request reaches them. */
   readonly running: RunningSteps;
+  /** Writes outcomes, several in one commit when they finish together (group commit). */
+  readonly outcomes: OutcomeRecorder;
   /** The executor's one LLM gate (adaptive concurrency, request and token budgets). */
   readonly llmGate?: LlmGate;
   /** Whether the governor asks a priority to degrade now. */
@@ -137,9 +140,10 @@ async function runStep(
   }
   const { step, task, history } = started;
   const outcome = await execute(deps, message, ref, { step, task, history }, log);
-  // One statement that commits on its own (no transaction around it: see recordStepOutcome).
+  // With the outcomes of other steps that finish meanwhile, in one statement and one commit (the
+  // span covers the wait for that write).
   const recorded = await withDatabaseSpan(deps.db, RECORD_OUTCOME, () =>
-    recordStepOutcome(deps.db, ref, outcome),
+    deps.outcomes.record(ref, outcome),
   );
   deps.metrics.stepsFinished.inc({ resource: deps.resource, outcome: outcome.type });
   deps.onOutcome?.(outcome);

@@ -432,47 +432,96 @@ export async function heartbeatSteps(
   }
 }
 
+/** A step's outcome to record, for the dispatch that ran it. */
+export interface OutcomeToRecord {
+  readonly ref: StepDispatchRef;
+  readonly outcome: StepOutcome;
+}
+
 /**
  * Records the outcome of a running step and its `step_<status>` event. Returns false when the
  * dispatch is stale (another dispatch took the step over, or an outcome is recorded already): at
- * most one outcome per step.
- *
- * One statement (data-modifying CTEs), so it commits on its own without a transaction around it:
- * one round trip where an update, an event append and their transaction took four. The task row is
- * bumped only once the step row changed (`bumped` reads `finished`), as before: step row, then
- * task row, then the event with the task's next sequence.
+ * most one outcome per step. See {@link recordStepOutcomes}.
  */
 export async function recordStepOutcome(
   executor: Executor,
   ref: StepDispatchRef,
   outcome: StepOutcome,
 ): Promise<boolean> {
-  const status =
-    outcome.type === 'failed' ? 'failed' : outcome.type === 'cancelled' ? 'cancelled' : 'succeeded';
-  const data = {
-    seq: ref.seq,
-    ...(outcome.type === 'failed' ? { error: outcome.error.message } : {}),
-  };
-  const rows = await executor.execute<{ seq: number }>(sql`
-    with finished as (
-      update task_steps
-      set status = ${status}::text, outcome = ${JSON.stringify(outcome)}::jsonb,
-          outcome_applied_at = null, finished_at = now()
-      where task_id = ${ref.taskId}::uuid and seq = ${ref.seq}::int
-        and dispatch_count = ${ref.dispatch}::int and status = 'running'
-      returning name
+  const [recorded] = await recordStepOutcomes(executor, [{ ref, outcome }]);
+  return recorded === true;
+}
+
+/**
+ * Records the outcomes of running steps, each with its `step_<status>` event, in one statement
+ * (data-modifying CTEs) that commits on its own without a transaction around it: one round trip
+ * and one commit for all of them, where each took an update, an event append and their
+ * transaction (the executor's group commit). Says, in order, which were recorded (false: a stale
+ * dispatch, see {@link recordStepOutcome}).
+ *
+ * The task rows are locked first, in id order, as every writer locks a task before its steps and
+ * as two such statements must to never wait for each other in a circle; then the step rows change,
+ * and each task's event sequence moves on by the number of its outcomes recorded.
+ */
+export async function recordStepOutcomes(
+  executor: Executor,
+  outcomes: readonly OutcomeToRecord[],
+): Promise<boolean[]> {
+  if (outcomes.length === 0) return [];
+  const input = outcomes.map(({ ref, outcome }, ord) => {
+    const status = outcomeStatus(outcome);
+    return {
+      ord,
+      task_id: ref.taskId,
+      seq: ref.seq,
+      dispatch: ref.dispatch,
+      status,
+      outcome,
+      data: {
+        seq: ref.seq,
+        ...(outcome.type === 'failed' ? { error: outcome.error.message } : {}),
+      },
+    };
+  });
+  const rows = await executor.execute<{ ord: number }>(sql`
+    with input as (
+      select * from jsonb_to_recordset(${JSON.stringify(input)}::jsonb)
+        as i(ord int, task_id uuid, seq int, dispatch int, status text, outcome jsonb, data jsonb)
+    ), locked as materialized (
+      select id from tasks where id in (select task_id from input) order by id for update
+    ), finished as (
+      update task_steps s
+      set status = i.status, outcome = i.outcome, outcome_applied_at = null, finished_at = now()
+      from input i
+      where (select count(*) from locked) >= 0
+        and s.task_id = i.task_id and s.seq = i.seq and s.dispatch_count = i.dispatch
+        and s.status = 'running'
+      returning s.task_id, s.name, i.ord, i.status, i.data
     ), bumped as (
-      update tasks
-      set last_event_seq = last_event_seq + 1, updated_at = now()
-      where id = ${ref.taskId}::uuid and exists (select from finished)
-      returning last_event_seq as seq, tenant_id
+      update tasks t
+      set last_event_seq = t.last_event_seq + f.recorded, updated_at = now()
+      from (select task_id, count(*)::int as recorded from finished group by task_id) f
+      where t.id = f.task_id
+      returning t.id, t.tenant_id, t.last_event_seq
+    ), appended as (
+      insert into task_events (task_id, tenant_id, seq, type, step, data)
+      select f.task_id, b.tenant_id,
+             b.last_event_seq - count(*) over (partition by f.task_id)
+               + row_number() over (partition by f.task_id order by f.ord),
+             'step_' || f.status, f.name, f.data
+      from finished f join bumped b on b.id = f.task_id
     )
-    insert into task_events (task_id, tenant_id, seq, type, step, data)
-    select ${ref.taskId}::uuid, bumped.tenant_id, bumped.seq, ${`step_${status}`}::text,
-           finished.name, ${JSON.stringify(data)}::jsonb
-    from bumped, finished
-    returning seq`);
-  return rows.length > 0;
+    select ord from finished`);
+  const recorded = new Set(rows.map((row) => Number(row.ord)));
+  return outcomes.map((_, ord) => recorded.has(ord));
+}
+
+function outcomeStatus(outcome: StepOutcome): 'failed' | 'cancelled' | 'succeeded' {
+  return outcome.type === 'failed'
+    ? 'failed'
+    : outcome.type === 'cancelled'
+      ? 'cancelled'
+      : 'succeeded';
 }
 
 /** A recorded outcome the scheduler has not yet turned into a transition. */
