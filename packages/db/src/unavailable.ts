@@ -2,6 +2,7 @@
  * Telling "Postgres cannot be reached right now" apart from every other failure, so that callers
  * can answer "try again" (gRPC UNAVAILABLE) instead of "internal error", and loops can back off.
  */
+import { codeOf, errorChain } from './error-chain.js';
 
 /** Errors of the `postgres` client and of Node's sockets that mean no usable connection. */
 const CONNECTION_CODES = new Set([
@@ -26,23 +27,15 @@ const CONNECTION_CODES = new Set([
  */
 const UNAVAILABLE_SQLSTATES = new Set(['57P01', '57P02', '57P03', '53300']);
 
-/** Causes followed at most (drizzle wraps the driver's error in its own). */
-const MAX_DEPTH = 5;
-
 /** Whether `error` (or a cause) says the database cannot be reached or is not serving now. */
 export function isDatabaseUnavailable(error: unknown): boolean {
-  let current: unknown = error;
-  for (let depth = 0; depth < MAX_DEPTH && current instanceof Error; depth++) {
-    const code = (current as { code?: unknown }).code;
-    if (typeof code === 'string') {
+  return errorChain(error).some((current) => {
+    const code = codeOf(current);
+    if (code !== undefined) {
       if (CONNECTION_CODES.has(code) || UNAVAILABLE_SQLSTATES.has(code)) return true;
       if (/^08[0-9A-Z]{3}$/.test(code)) return true;
     }
     // Connecting to every address of a host failed (e.g. `localhost` as ::1 and 127.0.0.1).
-    if (current instanceof AggregateError && current.errors.some((e) => isDatabaseUnavailable(e))) {
-      return true;
-    }
-    current = current.cause;
-  }
-  return false;
+    return current instanceof AggregateError && current.errors.some(isDatabaseUnavailable);
+  });
 }

@@ -7,8 +7,9 @@
  * skips any row someone else holds (`FOR UPDATE SKIP LOCKED`): the hot path (claims, transitions,
  * outcomes) never waits on retention, and several deleters never delete the same task twice.
  */
-import { sql } from 'drizzle-orm';
+import { sql, type SQL } from 'drizzle-orm';
 import type { Executor } from '../client.js';
+import { recordOf } from '../raw-rows.js';
 import { idempotencyTombstones } from '../schema.js';
 
 /** A tombstone as stored. */
@@ -159,13 +160,16 @@ export async function findLiveTombstone(
   tenantId: string,
   idempotencyKey: string,
 ): Promise<IdempotencyTombstone | undefined> {
-  const rows = await executor
-    .select()
-    .from(idempotencyTombstones)
-    .where(
-      sql`${idempotencyTombstones.tenantId} = ${tenantId}
-        and ${idempotencyTombstones.idempotencyKey} = ${idempotencyKey}
-        and ${idempotencyTombstones.expiresAt} > now()`,
-    );
-  return rows[0];
+  const [row] = await executor.execute(liveTombstoneStatement(tenantId, idempotencyKey));
+  return row && recordOf(idempotencyTombstones, row);
+}
+
+/**
+ * The statement of {@link findLiveTombstone}, raw, for a caller that pipelines it behind another
+ * raw statement (`submitTask`): raw statements go out in the order they are called.
+ */
+export function liveTombstoneStatement(tenantId: string, idempotencyKey: string): SQL {
+  return sql`
+    select * from idempotency_tombstones
+    where tenant_id = ${tenantId} and idempotency_key = ${idempotencyKey} and expires_at > now()`;
 }

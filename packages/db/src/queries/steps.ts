@@ -562,7 +562,7 @@ export async function lockUnappliedOutcomes(
       branchIndex: taskSteps.branchIndex,
     })
     .from(taskSteps)
-    .where(and(isNotNull(taskSteps.outcome), isNull(taskSteps.outcomeAppliedAt)))
+    .where(isUnappliedOutcome())
     .orderBy(asc(taskSteps.id))
     .limit(limit)
     .for('update', { skipLocked: true });
@@ -574,11 +574,15 @@ export async function lockUnappliedOutcomes(
  * outcome an earlier pass already applied answers in one statement instead of three.
  */
 export async function hasUnappliedOutcomes(executor: Executor): Promise<boolean> {
-  const [row] = await executor.execute<{ found: boolean }>(sql`
-    select exists (
-      select 1 from task_steps where outcome is not null and outcome_applied_at is null
-    ) as found`);
+  const [row] = await executor.execute<{ found: boolean }>(
+    sql`select exists (select 1 from ${taskSteps} where ${isUnappliedOutcome()}) as found`,
+  );
   return row?.found === true;
+}
+
+/** The condition "this step's recorded outcome is not applied yet" (a partial index serves it). */
+function isUnappliedOutcome() {
+  return and(isNotNull(taskSteps.outcome), isNull(taskSteps.outcomeAppliedAt));
 }
 
 /** Marks outcomes as turned into transitions. */

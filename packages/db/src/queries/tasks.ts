@@ -14,7 +14,11 @@ import {
 import type { Database, Executor } from '../client.js';
 import { recordOf } from '../raw-rows.js';
 import { idempotencyTombstones, taskEvents, tasks } from '../schema.js';
-import { findLiveTombstone, type IdempotencyTombstone } from './retention.js';
+import {
+  findLiveTombstone,
+  liveTombstoneStatement,
+  type IdempotencyTombstone,
+} from './retention.js';
 import type { TaskTypeManifest } from './task-types.js';
 
 /** A task row as stored. */
@@ -172,13 +176,6 @@ function createStatement(
       from inserted
     )
     select * from inserted`;
-}
-
-/** The live (unexpired) tombstone of a tenant's key, as a raw statement (see `submitTask`). */
-function liveTombstoneStatement(tenantId: string, key: string): SQL {
-  return sql`
-    select * from idempotency_tombstones
-    where tenant_id = ${tenantId} and idempotency_key = ${key} and expires_at > now()`;
 }
 
 /** Rolls back a task insert whose idempotency key has a live tombstone. */
