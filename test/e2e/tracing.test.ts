@@ -430,7 +430,7 @@ describe('the trace of a task', () => {
         [
           [
             step.serviceName,
-            'SELECT tasks UPDATE task_steps SELECT task_events SELECT task_steps UPDATE tasks INSERT task_events',
+            'SELECT tasks UPDATE task_steps UPDATE tasks INSERT task_events SELECT task_steps SELECT task_events',
           ],
           [step.serviceName, 'UPDATE task_steps UPDATE tasks INSERT task_events'],
         ],

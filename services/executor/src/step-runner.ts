@@ -25,6 +25,7 @@ import {
   recordStepOutcome,
   recordStepProgress,
   startStep,
+  startUsualStep,
   withDatabaseSpan,
   type Database,
   type StepDispatchRef,
@@ -157,12 +158,13 @@ async function runStep(
 
 /**
  * The database spans of a step's start and of its outcome, in the dispatch's context (so in the
- * task's trace, next to the step span). The start's summary names the statements of its usual
- * path: lock the task, start the step, record the start on the task and in its history.
+ * task's trace, next to the step span). The start's summary names what its usual statement does:
+ * lock the task, start the step, record the start on the task and in its history, read what the
+ * step sees.
  */
 const START_STEP = {
   summary:
-    'SELECT tasks UPDATE task_steps SELECT task_events SELECT task_steps UPDATE tasks INSERT task_events',
+    'SELECT tasks UPDATE task_steps UPDATE tasks INSERT task_events SELECT task_steps SELECT task_events',
 };
 const RECORD_OUTCOME = { summary: 'UPDATE task_steps UPDATE tasks INSERT task_events' };
 
@@ -172,24 +174,15 @@ function start(deps: StepRunnerDeps, ref: StepDispatchRef): Promise<Started> {
 
 async function startTransaction(deps: StepRunnerDeps, ref: StepDispatchRef): Promise<Started> {
   if (deps.isBreakerOpen?.() !== true) {
-    try {
-      return await deps.db.transaction(async (tx): Promise<Started> => {
-        // The usual case in two round trips less: the task's lock, the step's start and the reads
-        // of what the step sees go out together (postgres.js pipelines a transaction's statements
-        // on its connection, in this order: the lock order of every writer, task row, then its step
-        // rows). Should the task not let the step start after all, the start is rolled back and
-        // the careful path below runs.
-        const [task, step, history] = await Promise.all([
-          lockTask(tx, ref.taskId),
-          startStep(tx, ref, deps.ackWaitMs),
-          readHistory(tx, ref),
-        ]);
-        if (!task) throw new Error(`step of unknown task ${ref.taskId}`);
-        if (!mayStartSteps(task)) throw new NotStartable();
-        return recordStart(tx, ref, task, step, () => Promise.resolve(history));
-      });
-    } catch (error) {
-      if (!(error instanceof NotStartable)) throw error;
+    // The usual case in one statement that commits on its own: the task's lock, the step's start,
+    // the task's `start` (or a `step_started` fact) and what the step sees. A task that needs a
+    // decision (cancel, pause, approval pending, not startable) or a dispatch that may not start
+    // is left unchanged, and the careful path below decides.
+    const usual = await startUsualStep(deps.db, ref, deps.ackWaitMs);
+    if (!usual) throw new Error(`step of unknown task ${ref.taskId}`);
+    if (usual.started) {
+      const { task, step, outputs, approval } = usual;
+      return { kind: 'run', step, task, history: { outputs, approval } };
     }
   }
   return deps.db.transaction(async (tx): Promise<Started> => {
@@ -222,13 +215,6 @@ async function readHistory(tx: Transaction, ref: StepDispatchRef): Promise<StepH
     latestApproval(tx, ref.taskId),
   ]);
   return { outputs, approval };
-}
-
-/** Rolls back a step start whose task turned out not to let it start (see `startTransaction`). */
-class NotStartable extends Error {
-  constructor() {
-    super('the task does not start steps now');
-  }
 }
 
 /**

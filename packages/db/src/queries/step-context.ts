@@ -2,7 +2,7 @@
  * What a running step's context reads and writes beyond its own row: the outputs of the steps
  * before it, the approval that let its task continue, and the progress it reports.
  */
-import { and, desc, eq, sql } from 'drizzle-orm';
+import { and, eq, sql, type SQL } from 'drizzle-orm';
 import type { Json } from '@sluice/core';
 import type { Database, Executor } from '../client.js';
 import { taskEvents, tasks } from '../schema.js';
@@ -25,20 +25,36 @@ export async function outputsBefore(
 ): Promise<Record<string, Json>> {
   // Steps are numbered from 1: the first has nothing before it (a query less per one-step task).
   if (seq <= FIRST_STEP_SEQ) return {};
+  const [row] = await executor.execute<{ outputs: Record<string, Json> }>(
+    sql`select ${outputsObject(sql`(select * from task_steps where task_id = ${taskId}::uuid and seq = ${seq}::int)`)} as outputs`,
+  );
+  return row?.outputs ?? {};
+}
+
+/** Whether a step at `seq` can see outputs of earlier steps (the first step cannot). */
+export function hasStepsBefore(seq: number): boolean {
+  return seq > FIRST_STEP_SEQ;
+}
+
+/**
+ * A scalar subquery: the outputs the step row `me` sees (see {@link outputsBefore}) as one JSON
+ * object by step name. `me` is a row source of `task_steps` rows (a subquery, or a CTE's name
+ * when a statement starts the step and reads what it sees at once).
+ */
+export function outputsObject(me: SQL): SQL {
   // For a step outside branches `me.fan_out_of` is null, so the branch test is never true.
-  const rows = await executor.execute<{ name: string; output: Json }>(sql`
-    select distinct on (before.name) before.name, before.outcome -> 'output' as output
-    from task_steps me
-    join task_steps before on before.task_id = me.task_id and before.seq < me.seq
-    where me.task_id = ${taskId}::uuid and me.seq = ${seq}::int
-      and before.status = 'succeeded'
-      and (before.fan_out_of is null
-           or (before.fan_out_of = me.fan_out_of and before.branch_index = me.branch_index))
-    order by before.name, before.seq desc
-  `);
-  const outputs: Record<string, Json> = {};
-  for (const row of rows) outputs[row.name] = row.output ?? null;
-  return outputs;
+  return sql`(
+    select coalesce(jsonb_object_agg(latest.name, latest.output), '{}'::jsonb)
+    from (
+      select distinct on (before.name) before.name, before.outcome -> 'output' as output
+      from ${me} me
+      join task_steps before on before.task_id = me.task_id and before.seq < me.seq
+      where before.status = 'succeeded'
+        and (before.fan_out_of is null
+             or (before.fan_out_of = me.fan_out_of and before.branch_index = me.branch_index))
+      order by before.name, before.seq desc
+    ) latest
+  )`;
 }
 
 /** The decision recorded by the latest `approve` event of a task. */
@@ -54,18 +70,34 @@ export async function latestApproval(
   executor: Executor,
   taskId: string,
 ): Promise<RecordedApproval | undefined> {
-  const [row] = await executor
-    .select({ data: taskEvents.data, createdAt: taskEvents.createdAt, seq: taskEvents.seq })
-    .from(taskEvents)
-    .where(and(eq(taskEvents.taskId, taskId), eq(taskEvents.type, 'approve')))
-    .orderBy(desc(taskEvents.seq))
-    .limit(1);
-  if (!row) return undefined;
-  const comment = row.data?.['comment'];
+  const [row] = await executor.execute<ApprovalColumns>(latestApprovalRow(sql`${taskId}::uuid`));
+  return approvalOf(row);
+}
+
+/** The columns {@link latestApprovalRow} gives and {@link approvalOf} reads. */
+export interface ApprovalColumns extends Record<string, unknown> {
+  readonly approval_data: Record<string, Json> | null;
+  readonly approval_created_at: unknown;
+  readonly approval_seq: number | null;
+}
+
+/** The latest `approve` event of the task `taskId` (an expression) as {@link ApprovalColumns}. */
+export function latestApprovalRow(taskId: SQL): SQL {
+  return sql`select data as approval_data, created_at as approval_created_at, seq as approval_seq
+    from task_events
+    where task_id = ${taskId} and type = 'approve'
+    order by seq desc
+    limit 1`;
+}
+
+/** The approval in a row of {@link ApprovalColumns}; `undefined` for none (or a null-extended row). */
+export function approvalOf(row: ApprovalColumns | undefined): RecordedApproval | undefined {
+  if (!row || row.approval_seq === null) return undefined;
+  const comment = row.approval_data?.['comment'];
   return {
     comment: typeof comment === 'string' ? comment : '',
-    decidedAt: row.createdAt,
-    seq: row.seq,
+    decidedAt: taskEvents.createdAt.mapFromDriverValue(row.approval_created_at) as Date,
+    seq: Number(row.approval_seq),
   };
 }
 

@@ -1,0 +1,205 @@
+/**
+ * The one-statement step start against the real Postgres: a queued task starts (the table's `start`
+ * transition and its event), a running task records `step_started`, the step sees earlier outputs
+ * and the latest approval, and every case that needs a decision changes nothing.
+ */
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { and, eq, sql } from 'drizzle-orm';
+import { openDatabase, type DatabaseHandle } from '../client.js';
+import { migrateDatabase } from '../migrate.js';
+import { taskSteps, tasks } from '../schema.js';
+import { createTestDatabase, migratedTemplate, type TestDatabase } from '../testing/index.js';
+import { appendTaskEvent } from './events.js';
+import { startUsualStep } from './step-start.js';
+import type { StepDispatchRef } from './steps.js';
+import { registerTaskType, type TaskTypeManifest } from './task-types.js';
+import { createTask, listTaskEvents } from './tasks.js';
+import { createTenant } from './tenants.js';
+
+const manifest: TaskTypeManifest = {
+  name: 'start-test',
+  version: 1,
+  description: '',
+  inputSchema: { type: 'object' },
+  firstStep: 'plan',
+  steps: ['plan', 'write'].map((name) => ({
+    name,
+    resource: 'tool:x',
+    timeoutMs: 1_000,
+    maxAttempts: 3,
+  })),
+};
+
+/** Long enough that a step running elsewhere counts as alive in these tests. */
+const STALE_AFTER_MS = 60_000;
+
+let database: TestDatabase;
+let handle: DatabaseHandle;
+
+before(async () => {
+  database = await createTestDatabase({ template: await migratedTemplate(migrateDatabase) });
+  handle = openDatabase(database.url, { max: 4 });
+  await createTenant(handle.db, { id: 'acme' });
+  await registerTaskType(handle.db, manifest);
+});
+
+after(async () => {
+  await handle.close();
+  await database.drop();
+});
+
+/** A new task whose first step is dispatched (dispatch 1), as the scheduler leaves it. */
+async function dispatchedTask(): Promise<string> {
+  const { task } = await createTask(handle.db, {
+    tenantId: 'acme',
+    taskType: manifest,
+    priority: 2,
+    input: { topic: 'x' },
+  });
+  await handle.db
+    .update(taskSteps)
+    .set({ status: 'dispatched', dispatchCount: 1 })
+    .where(eq(taskSteps.taskId, task.id));
+  return task.id;
+}
+
+const first = (taskId: string): StepDispatchRef => ({ taskId, seq: 1, dispatch: 1 });
+
+async function taskRow(taskId: string) {
+  const [row] = await handle.db.select().from(tasks).where(eq(tasks.id, taskId));
+  assert.ok(row);
+  return row;
+}
+
+async function stepRow(taskId: string, seq: number) {
+  const [row] = await handle.db
+    .select()
+    .from(taskSteps)
+    .where(and(eq(taskSteps.taskId, taskId), eq(taskSteps.seq, seq)));
+  assert.ok(row);
+  return row;
+}
+
+describe('startUsualStep', () => {
+  it('starts a queued task: the step runs, the task is running, a start event records it', async () => {
+    const taskId = await dispatchedTask();
+    const before = await taskRow(taskId);
+    const result = await startUsualStep(handle.db, first(taskId), STALE_AFTER_MS);
+    assert.ok(result?.started);
+    assert.equal(result.task.status, 'queued', 'the task as it was read, before the start');
+    assert.equal(result.step.status, 'running');
+    assert.equal(result.step.attempts, 1);
+    assert.ok(result.step.startedAt instanceof Date);
+    assert.deepEqual(result.outputs, {});
+    assert.equal(result.approval, undefined);
+
+    const after = await taskRow(taskId);
+    assert.equal(after.status, 'running');
+    assert.equal(after.currentStep, 'plan');
+    assert.equal(after.version, before.version + 1);
+    assert.equal(after.lastEventSeq, before.lastEventSeq + 1);
+    assert.equal(after.attempt, before.attempt);
+    assert.ok(after.startedAt instanceof Date);
+    assert.equal(after.finishedAt, null);
+    const events = await listTaskEvents(handle.db, taskId, 0);
+    const last = events.at(-1);
+    assert.equal(last?.type, 'start');
+    assert.equal(last?.seq, after.lastEventSeq);
+    assert.equal(last?.fromStatus, 'queued');
+    assert.equal(last?.toStatus, 'running');
+    assert.equal(last?.step, 'plan');
+    assert.deepEqual(last?.data, { seq: 1, attempt: 1 });
+    const step = await stepRow(taskId, 1);
+    assert.equal(step.status, 'running');
+    assert.ok(step.heartbeatAt instanceof Date);
+  });
+
+  it('starts a later step of a running task with a step_started fact, showing what came before', async () => {
+    const taskId = await dispatchedTask();
+    assert.ok((await startUsualStep(handle.db, first(taskId), STALE_AFTER_MS))?.started);
+    await handle.db
+      .update(taskSteps)
+      .set({ status: 'succeeded', outcome: { type: 'complete', output: { plan: 'p' } } })
+      .where(eq(taskSteps.taskId, taskId));
+    await handle.db.insert(taskSteps).values({
+      taskId,
+      seq: 2,
+      name: 'write',
+      resource: 'tool:x',
+      tenantId: 'acme',
+      priority: 2,
+      status: 'dispatched',
+      dispatchCount: 1,
+      input: {},
+    });
+    await appendTaskEvent(handle.db, { taskId, type: 'approve', data: { comment: 'go on' } });
+    const before = await taskRow(taskId);
+
+    const result = await startUsualStep(handle.db, { taskId, seq: 2, dispatch: 1 }, STALE_AFTER_MS);
+    assert.ok(result?.started);
+    assert.deepEqual(result.outputs, { plan: { plan: 'p' } });
+    assert.equal(result.approval?.comment, 'go on');
+    assert.ok(result.approval?.decidedAt instanceof Date);
+
+    const after = await taskRow(taskId);
+    assert.equal(after.status, 'running');
+    assert.equal(after.version, before.version, 'a fact, not a transition');
+    assert.equal(after.currentStep, before.currentStep);
+    assert.equal(after.lastEventSeq, before.lastEventSeq + 1);
+    const last = (await listTaskEvents(handle.db, taskId, 0)).at(-1);
+    assert.equal(last?.type, 'step_started');
+    assert.equal(last?.fromStatus, null);
+    assert.equal(last?.step, 'write');
+    assert.deepEqual(last?.data, { seq: 2, attempt: 1 });
+  });
+
+  /** Asserts that a start changed nothing: same task row, same step row. */
+  async function assertUnchanged(taskId: string, ref: StepDispatchRef): Promise<void> {
+    const taskBefore = await taskRow(taskId);
+    const stepBefore = await stepRow(taskId, ref.seq);
+    const result = await startUsualStep(handle.db, ref, STALE_AFTER_MS);
+    assert.equal(result?.started, false);
+    assert.equal(result.task.id, taskId);
+    assert.deepEqual(await taskRow(taskId), taskBefore);
+    assert.deepEqual(await stepRow(taskId, ref.seq), stepBefore);
+  }
+
+  for (const flag of ['cancelRequested', 'pauseRequested', 'approvalPending'] as const) {
+    it(`changes nothing for a task with ${flag} (the careful path decides)`, async () => {
+      const taskId = await dispatchedTask();
+      await handle.db
+        .update(tasks)
+        .set({ [flag]: true })
+        .where(eq(tasks.id, taskId));
+      await assertUnchanged(taskId, first(taskId));
+    });
+  }
+
+  it('changes nothing for a task that is neither queued nor running', async () => {
+    const taskId = await dispatchedTask();
+    await handle.db.update(tasks).set({ status: 'paused' }).where(eq(tasks.id, taskId));
+    await assertUnchanged(taskId, first(taskId));
+  });
+
+  it('changes nothing for a stale dispatch or a step running elsewhere, and takes over a dead one', async () => {
+    const taskId = await dispatchedTask();
+    await assertUnchanged(taskId, { taskId, seq: 1, dispatch: 2 });
+    assert.ok((await startUsualStep(handle.db, first(taskId), STALE_AFTER_MS))?.started);
+    await assertUnchanged(taskId, first(taskId)); // its executor is alive: a redelivery waits
+    await handle.db
+      .update(taskSteps)
+      .set({ heartbeatAt: sql`now() - interval '2 minutes'` })
+      .where(eq(taskSteps.taskId, taskId));
+    const takeover = await startUsualStep(handle.db, first(taskId), STALE_AFTER_MS);
+    assert.ok(takeover?.started);
+    assert.equal(takeover.step.attempts, 2);
+    const last = (await listTaskEvents(handle.db, taskId, 0)).at(-1);
+    assert.equal(last?.type, 'step_started', 'the task runs already');
+  });
+
+  it('answers undefined for an unknown task', async () => {
+    const ref = { taskId: '00000000-0000-4000-8000-000000000000', seq: 1, dispatch: 1 };
+    assert.equal(await startUsualStep(handle.db, ref, STALE_AFTER_MS), undefined);
+  });
+});
