@@ -293,8 +293,8 @@ async function assemble(
       assert.deepEqual(
         received.slice(first + 1, last).map((m) => m.subject),
         // The first barrier's cancel wakes the scheduler (to settle it) right after its cancel
-        // request; the second barrier's create wakes it before its own cancel request.
-        [catalog.subjects.wake('scheduler'), catalog.subjects.wake('scheduler')],
+        // request; the second barrier's create wakes its dispatcher before its own cancel request.
+        [catalog.subjects.wake('scheduler'), catalog.subjects.wake('dispatch')],
         'nothing was published between the barriers but the barrier tasks’ own wake-ups',
       );
       const { state } = await jsm.streams.info(catalog.streams.steps);

@@ -33,6 +33,7 @@ describe('createBusCatalog', () => {
     assert.equal(c.subjects.governorDecisions, 'sluice.governor.decisions');
     assert.equal(c.subjects.executorReports, 'sluice.governor.reports');
     assert.equal(c.subjects.wake('scheduler'), 'sluice.wake.scheduler');
+    assert.equal(c.subjects.wake('dispatch'), 'sluice.wake.dispatch');
     assert.equal(c.subjects.wake('relay'), 'sluice.wake.relay');
   });
 

@@ -18,11 +18,15 @@ import type { NameProblem, Priority } from '@sluice/core';
 /** The prefix of a production deployment. */
 export const DEFAULT_PREFIX = 'sluice';
 
-/** Who a core-NATS wake-up is for. */
-export type WakeTarget = 'scheduler' | 'relay';
+/**
+ * Who a core-NATS wake-up is for: `scheduler`, all of its loops (a lifecycle request, a released
+ * step); `dispatch`, only its admission (new ready steps: a created task, which gives the outcome
+ * and settle passes nothing to do); `relay`, the event relay.
+ */
+export type WakeTarget = 'scheduler' | 'dispatch' | 'relay';
 
 /** The wake-up targets, for validation and iteration. */
-export const WAKE_TARGETS: readonly WakeTarget[] = ['scheduler', 'relay'];
+export const WAKE_TARGETS: readonly WakeTarget[] = ['scheduler', 'dispatch', 'relay'];
 
 /** Every NATS name of one deployment. Build it with {@link createBusCatalog}. */
 export interface BusCatalog {

@@ -238,6 +238,14 @@ export async function startScheduler(
           failFast.wake();
         },
       }),
+      // New ready steps (a created task): admission only; the outcome and settle passes would find
+      // nothing (each pass costs them a statement or two, and creates come one by one).
+      nc.subscribe(catalog.subjects.wake('dispatch'), {
+        callback: () => {
+          dispatcher.wake();
+          failFast.wake();
+        },
+      }),
       // A recorded outcome also ended a step in flight: its slot is free, so a step kept back by
       // the resource's limit may be admitted now rather than at the next poll.
       nc.subscribe(catalog.subjects.stepResult, {

@@ -303,8 +303,9 @@ export function createTaskService(deps: TaskServiceDeps): Partial<TaskServiceHan
       }
       if (result.kind === 'created') {
         deps.metrics.tasksCreated.inc({ priority: `P${priority}` });
+        // New ready steps are admission's business only (not the outcome or settle passes').
         deps.nc.publish(
-          deps.catalog.subjects.wake('scheduler'),
+          deps.catalog.subjects.wake('dispatch'),
           encodeMessage({ type: 'wake', reason: 'task.created' }),
         );
         deps.log.info(
