@@ -59,7 +59,7 @@ export type {
   ManifestStep,
   PendingApproval,
 } from './schema.js';
-export { applyTransition, applyTransitions } from './transition.js';
+export { applyLockedTransitions, applyTransition, applyTransitions } from './transition.js';
 export type {
   LockedTaskState,
   TransitionPatch,
@@ -88,6 +88,7 @@ export {
   listTaskEvents,
   listTasks,
   lockTask,
+  lockTasks,
   submitTask,
 } from './queries/tasks.js';
 export type {

@@ -185,6 +185,130 @@ export async function applyTransitions(
   });
 }
 
+/**
+ * Applies transitions of tasks the caller has locked in this transaction (each request carries
+ * `locked`, the row as read `for update`; no two requests name the same task) in one statement:
+ * the batched form of {@link applyTransition} for a pass that moves many tasks at once (the
+ * scheduler completing tasks whose last step succeeded). Each request is decided by the same
+ * table on the same state and writes the same columns and event as {@link applyTransition} would
+ * (a test applies both to twin tasks and compares the rows). A request the statement did not
+ * apply (its row changed after all) is applied again alone, re-reading the task.
+ */
+export async function applyLockedTransitions(
+  executor: Executor,
+  requests: readonly TransitionRequest[],
+): Promise<TransitionResult[]> {
+  const results: Array<TransitionResult | undefined> = requests.map(() => undefined);
+  const input: Array<Record<string, Json>> = [];
+  const decided = new Map<number, { from: TaskMachineState; to: TaskMachineState }>();
+  const seen = new Set<string>();
+  requests.forEach((request, index) => {
+    if (!request.locked) throw new Error(`transition of task ${request.taskId} without its lock`);
+    if (seen.has(request.taskId)) throw new Error(`two transitions of task ${request.taskId}`);
+    seen.add(request.taskId);
+    const current = machineStateOf(request.taskId, request.locked);
+    const decision = decideTransition(current.state, request.event);
+    if (!decision.ok) {
+      results[index] = {
+        ok: false,
+        taskId: request.taskId,
+        code: 'refused',
+        reason: decision.reason,
+      };
+      return;
+    }
+    decided.set(index, { from: current.state, to: decision.to });
+    const patch = request.patch ?? {};
+    input.push({
+      ord: index,
+      task_id: request.taskId,
+      version: current.version,
+      allowed: allowedSourceStatuses(request.event),
+      to_status: decision.to.status,
+      cancel_requested: decision.to.cancelRequested,
+      pause_requested: decision.to.pauseRequested,
+      approval_pending: decision.to.approvalPending,
+      attempt_increment: decision.attemptIncrement,
+      starts: request.event.type === 'start',
+      final: isFinalStatus(decision.to.status as TaskStatus),
+      retry: request.event.type === 'retry',
+      set_current_step: 'currentStep' in patch,
+      current_step: patch.currentStep ?? null,
+      set_approval: 'approval' in patch,
+      approval: (patch.approval ?? null) as Json,
+      set_error: 'error' in patch,
+      error: (patch.error ?? null) as Json,
+      set_output: 'output' in patch,
+      output: patch.output ?? null,
+      event_type: request.event.type,
+      from_status: current.state.status,
+      step: request.step ?? null,
+      data: eventData(request),
+    });
+  });
+  if (input.length > 0) {
+    // The columns as applyTransition sets them (keep the two in step).
+    const rows = await executor.execute<{ ord: number; seq: number; tenant_id: string }>(sql`
+      with input as (
+        select * from jsonb_to_recordset(${JSON.stringify(input)}::jsonb) as i(
+          ord int, task_id uuid, version int, allowed text[], to_status text,
+          cancel_requested boolean, pause_requested boolean, approval_pending boolean,
+          attempt_increment int, starts boolean, final boolean, retry boolean,
+          set_current_step boolean, current_step text, set_approval boolean, approval jsonb,
+          set_error boolean, error jsonb, set_output boolean, output jsonb,
+          event_type text, from_status text, step text, data jsonb)
+      ), updated as (
+        update tasks t
+        set status = i.to_status,
+            cancel_requested = i.cancel_requested,
+            pause_requested = i.pause_requested,
+            approval_pending = i.approval_pending,
+            version = t.version + 1,
+            last_event_seq = t.last_event_seq + 1,
+            attempt = t.attempt + i.attempt_increment,
+            updated_at = now(),
+            started_at = case when i.starts then coalesce(t.started_at, now()) else t.started_at end,
+            finished_at = case when i.final then now() end,
+            current_step = case when i.set_current_step then i.current_step else t.current_step end,
+            progress = case when i.set_current_step then 0 else t.progress end,
+            progress_message = case when i.set_current_step then '' else t.progress_message end,
+            approval = case when i.set_approval then i.approval else t.approval end,
+            error = case when i.set_error then i.error when i.retry then null else t.error end,
+            output = case when i.set_output then i.output when i.retry then null else t.output end
+        from input i
+        where t.id = i.task_id and t.version = i.version and t.status = any(i.allowed)
+        returning t.id, t.tenant_id, t.last_event_seq
+      ), appended as (
+        insert into task_events (task_id, tenant_id, seq, type, from_status, to_status, step, data)
+        select u.id, u.tenant_id, u.last_event_seq, i.event_type, i.from_status, i.to_status,
+               i.step, i.data
+        from updated u join input i on i.task_id = u.id
+        returning task_id, seq, tenant_id
+      )
+      select i.ord, a.seq, a.tenant_id from appended a join input i on i.task_id = a.task_id`);
+    for (const row of rows) {
+      const index = Number(row.ord);
+      const request = requests[index] as TransitionRequest;
+      const { from, to } = decided.get(index) as { from: TaskMachineState; to: TaskMachineState };
+      results[index] = {
+        ok: true,
+        taskId: request.taskId,
+        tenantId: row.tenant_id,
+        from,
+        to,
+        seq: Number(row.seq),
+      };
+    }
+  }
+  const settled: TransitionResult[] = [];
+  for (const [index, request] of requests.entries()) {
+    // Not applied by the statement: the row moved on after all; decide again on what it is now.
+    const { locked: _seen, ...unlocked } = request;
+    settled.push(results[index] ?? (await applyTransition(executor, unlocked)));
+  }
+  return settled;
+}
+
 function eventData(request: TransitionRequest): Record<string, Json> | null {
   const data: Record<string, Json> = { ...(request.data ?? {}) };
   // What eventFromRecord needs to rebuild the event from the row.

@@ -27,6 +27,7 @@ import {
   TimerKind,
   addTimer,
   appendTaskEvent,
+  applyLockedTransitions,
   applyTransition,
   armApprovalTimer,
   findTaskType,
@@ -36,6 +37,7 @@ import {
   cancelWaitingSteps,
   joinIfComplete,
   lockTask,
+  lockTasks,
   hasUnappliedOutcomes,
   lockUnappliedOutcomes,
   markOutcomesApplied,
@@ -49,12 +51,14 @@ import {
   type TaskRecord,
   type Transaction,
   type TransitionRequest,
+  type TransitionResult,
   type UnappliedOutcome,
 } from '@sluice/db';
 import {
   ATTR_ERROR_TYPE,
   ATTR_STEP,
   ATTR_STEP_ATTEMPT,
+  type Attributes,
   type Logger,
   type Metrics,
 } from '@sluice/telemetry';
@@ -104,17 +108,34 @@ export async function applyOutcomeBatch(deps: OutcomeApplierDeps): Promise<boole
   if (!(await hasUnappliedOutcomes(deps.db))) return false;
   const { count, stepsAdded, aborted, results } = await deps.db.transaction(async (tx) => {
     const outcomes = await lockUnappliedOutcomes(tx, deps.batchSize);
+    // Every task of the batch locked at once, in id order (the order of the executors' outcome
+    // writes too, so the two never wait for each other in a circle).
+    const locked = await lockTasks(
+      tx,
+      outcomes.map((o) => o.taskId),
+    );
+    const outcomesOf = countBy(outcomes, (o) => o.taskId);
+    const completions: Completion[] = [];
     let added = false;
     const abort: string[] = [];
     const counted: Applied[] = [];
     for (const outcome of outcomes) {
       // Every finished attempt counts towards its resource's retry budget (a cancel is not one).
       if (outcome.outcome.type !== 'cancelled') deps.retryBudget?.recordAttempt(outcome.resource);
-      const applied = await applyTraced(tx, outcome, deps);
+      const alone = outcomesOf.get(outcome.taskId) === 1;
+      const task = alone ? locked.get(outcome.taskId) : await lockTask(tx, outcome.taskId);
+      if (!task)
+        throw new Error(`outcome of step ${outcome.stepId} names unknown task ${outcome.taskId}`);
+      if (alone && isTaskCompletion(task, outcome)) {
+        completions.push({ task, recorded: outcome }); // all together below, in one statement
+        continue;
+      }
+      const applied = await applyTraced(tx, task, outcome, deps);
       added ||= applied.stepsAdded;
       if (applied.abortTask) abort.push(outcome.taskId);
       counted.push(applied);
     }
+    await completeTasks(tx, completions, deps.log);
     await markOutcomesApplied(
       tx,
       outcomes.map((o) => o.stepId),
@@ -132,25 +153,85 @@ export async function applyOutcomeBatch(deps: OutcomeApplierDeps): Promise<boole
   return count === deps.batchSize;
 }
 
-/** Applies one outcome in a span of its task's trace. */
-async function applyTraced(
+/** Applies one outcome in a span of its task's trace; `task` is its row, locked. */
+function applyTraced(
   tx: Transaction,
+  task: TaskRecord,
   recorded: UnappliedOutcome,
   deps: ApplyDeps,
 ): Promise<Applied> {
-  const task = await lockTask(tx, recorded.taskId);
-  if (!task)
-    throw new Error(`outcome of step ${recorded.stepId} names unknown task ${recorded.taskId}`);
+  return inTaskTrace(task, SPAN_APPLY_OUTCOME, spanAttributes(recorded), () =>
+    applyOne(tx, task, recorded, deps),
+  );
+}
+
+function spanAttributes(recorded: UnappliedOutcome): Attributes {
   const { outcome } = recorded;
-  const attributes = {
+  return {
     [ATTR_STEP]: recorded.name,
     [ATTR_STEP_ATTEMPT]: recorded.attempts,
     [ATTR_OUTCOME_TYPE]: outcome.type,
     ...(outcome.type === 'failed' ? { [ATTR_ERROR_TYPE]: outcome.error.errorClass } : {}),
   };
-  return inTaskTrace(task, SPAN_APPLY_OUTCOME, attributes, () =>
-    applyOne(tx, task, recorded, deps),
+}
+
+/** A step outside any branch succeeded and its task runs: the task completes. */
+interface Completion {
+  readonly task: TaskRecord;
+  readonly recorded: UnappliedOutcome;
+}
+
+/**
+ * Whether the outcome completes its running task (the most common outcome of all: the last step
+ * of a task succeeded). Such outcomes of tasks with no other outcome in the batch are applied
+ * together by {@link completeTasks}, in one statement; {@link applyOne} does the same for one.
+ */
+function isTaskCompletion(task: TaskRecord, recorded: UnappliedOutcome): boolean {
+  return (
+    task.status === 'running' && recorded.outcome.type === 'complete' && recorded.fanOutOf === null
   );
+}
+
+/** The transition that completes a task with its last step's output. */
+function completion(task: TaskRecord, recorded: UnappliedOutcome): TransitionRequest {
+  const { outcome } = recorded;
+  if (outcome.type !== 'complete') throw new Error(`outcome ${outcome.type} completes nothing`);
+  return {
+    taskId: task.id,
+    step: recorded.name,
+    event: { type: 'complete' },
+    patch: { currentStep: null, output: outcome.output, error: null },
+    locked: task, // read for update in this transaction, and nothing changed it since
+  };
+}
+
+/**
+ * Completes tasks in one statement (applyLockedTransitions), each in a span of its own trace with
+ * the transition recorded on it, as {@link applyTraced} would have.
+ */
+async function completeTasks(
+  tx: Transaction,
+  completions: readonly Completion[],
+  log: Logger,
+): Promise<void> {
+  if (completions.length === 0) return;
+  const requests = completions.map(({ task, recorded }) => completion(task, recorded));
+  const results = await applyLockedTransitions(tx, requests);
+  for (const [index, { task, recorded }] of completions.entries()) {
+    const request = requests[index] as TransitionRequest;
+    const result = results[index] as TransitionResult;
+    await inTaskTrace(task, SPAN_APPLY_OUTCOME, spanAttributes(recorded), () => {
+      noteTransition(log, request, result);
+      return Promise.resolve();
+    });
+  }
+}
+
+/** How many items of `items` share each key. */
+function countBy<T, K>(items: readonly T[], key: (item: T) => K): Map<K, number> {
+  const counts = new Map<K, number>();
+  for (const item of items) counts.set(key(item), (counts.get(key(item)) ?? 0) + 1);
+  return counts;
 }
 
 async function applyOne(
@@ -182,12 +263,7 @@ async function applyOne(
       return retryOrFail(tx, task, recorded, outcome, deps);
     case 'complete': {
       if (!isBranch) {
-        await transition(tx, log, {
-          ...base,
-          event: { type: 'complete' },
-          patch: { currentStep: null, output: outcome.output, error: null },
-          locked: task, // read for update above, and nothing changed it since
-        });
+        await transition(tx, log, completion(task, recorded));
         return NOTHING;
       }
       const join = await joinIfComplete(tx, task, recorded.fanOutOf);
@@ -490,7 +566,11 @@ async function fail(
 }
 
 async function transition(tx: Transaction, log: Logger, request: TransitionRequest): Promise<void> {
-  const result = await applyTransition(tx, request);
+  noteTransition(log, request, await applyTransition(tx, request));
+}
+
+/** Records an applied transition on the active span, and logs a refusal. */
+function noteTransition(log: Logger, request: TransitionRequest, result: TransitionResult): void {
   recordTransition(request, result);
   // The task row is locked and running, so the table allows every transition asked for here; a
   // refusal is a bug worth seeing, not a race.
