@@ -15,7 +15,7 @@ import { createTenant } from './tenants.js';
 import { registerTaskType, type TaskTypeManifest } from './task-types.js';
 import { createTask } from './tasks.js';
 import { claimReadySteps, type AdmissionSettings, type ClaimedStep } from './steps.js';
-import { clearTenantLimit, setResourceLimit, setTenantLimit } from './admission.js';
+import { clearTenantLimit, lockAdmission, setResourceLimit, setTenantLimit } from './admission.js';
 
 const manifest: TaskTypeManifest = {
   name: 'one-step',
@@ -210,6 +210,49 @@ describe('admission limits', () => {
     assert.deepEqual(
       countBy(claimed, (s) => s.tenantId),
       { acme: 3, globex: 3 },
+    );
+  });
+});
+
+describe('admission lock', () => {
+  /** The resources a claim would lock now (and so count and claim in). */
+  const lockable = (admission: AdmissionSettings = settings) =>
+    handle.db.transaction((tx) => lockAdmission(tx, admission));
+
+  it('passes over a full resource (no claim for it) until one of its steps finishes', async () => {
+    const resource = 'tool:full';
+    await setResourceLimit(handle.db, resource, 2);
+    await makeSteps(resource, 'acme', 2, 4);
+    assert.ok((await lockable()).includes(resource), 'ready steps and room');
+    const claimed = await claim(10);
+    assert.equal(countBy(claimed, (c) => c.resource)[resource], 2);
+    assert.ok(!(await lockable()).includes(resource), 'full: two in flight, limit two');
+    assert.deepEqual(
+      (await claim(10)).filter((c) => c.resource === resource),
+      [],
+    );
+    await finish([(claimed.find((c) => c.resource === resource) as ClaimedStep).id]);
+    assert.ok((await lockable()).includes(resource), 'a slot is free again');
+    assert.ok(
+      !(await lockable({ ...settings, resourceLimits: { [resource]: 1 } })).includes(resource),
+      'the governor’s lower limit counts too',
+    );
+    assert.equal(countBy(await claim(10), (c) => c.resource)[resource], 1);
+  });
+
+  it('counts the urgent reserve as full unless a P0 step is ready', async () => {
+    const resource = 'tool:reserve-full';
+    const reserved = { ...settings, urgentReserve: 0.25 }; // 1 of 4 slots
+    await setResourceLimit(handle.db, resource, 4);
+    await makeSteps(resource, 'acme', 2, 5);
+    assert.equal(countBy(await claim(10, reserved), (c) => c.resource)[resource], 3);
+    assert.ok(!(await lockable(reserved)).includes(resource), 'the last slot is P0’s');
+    assert.ok((await lockable()).includes(resource), 'without a reserve the slot is anyone’s');
+    const [urgent] = await makeSteps(resource, 'acme', 0, 1);
+    assert.ok((await lockable(reserved)).includes(resource), 'a P0 step may take it');
+    assert.deepEqual(
+      (await claim(10, reserved)).filter((c) => c.resource === resource).map((c) => c.id),
+      [urgent],
     );
   });
 });

@@ -8,7 +8,7 @@
  * admission. Only a claim raises the count, and every claim of a resource holds that resource's
  * transaction-scoped lock from before it counts until it commits. See docs/decisions.md.
  */
-import { sql } from 'drizzle-orm';
+import { sql, type SQL } from 'drizzle-orm';
 import type { Executor } from '../client.js';
 
 /** First key of the two-key advisory locks admission takes (one lock per resource). */
@@ -20,13 +20,54 @@ export const DEFAULT_RESOURCE_LIMIT = 64;
 /** `tenant_limits.resource` of a tenant's share of every resource without a row of its own. */
 export const ANY_RESOURCE = '*';
 
+/** The limits a claim admits within (a subset of the admission settings). */
+export interface ResourceLimits {
+  /** The limit of a resource without a `resource_limits` row. */
+  readonly defaultResourceLimit: number;
+  /** The governor's lower limits, by resource. */
+  readonly resourceLimits?: Readonly<Record<string, number>>;
+  /** The urgent reserve: share of each limit only P0 may take (see `AdmissionSettings`). */
+  readonly urgentReserve?: number;
+}
+
+/**
+ * The slots of the urgent reserve of a resource whose limit is the SQL expression `maxInFlight`:
+ * its share of the limit, at most half, rounded down (the executors' `urgentReserveSlots` rounds
+ * the same way; keep the two in step).
+ */
+export function urgentSlotsOf(maxInFlight: SQL, limits: ResourceLimits): SQL {
+  const share = Math.min(0.5, Math.max(0, limits.urgentReserve ?? 0));
+  return sql`floor(${maxInFlight} * ${share}::numeric)`;
+}
+
+/**
+ * The in-flight limit of the resource named by the SQL expression `resource`: its
+ * `resource_limits` row (else the default), lowered by the governor's limit when it set one.
+ */
+export function resourceLimitOf(resource: SQL, limits: ResourceLimits): SQL {
+  const governed = JSON.stringify(limits.resourceLimits ?? {});
+  return sql`least(
+    coalesce(
+      (select l.max_in_flight from resource_limits l where l.resource = ${resource}),
+      ${limits.defaultResourceLimit}::int),
+    coalesce((${governed}::jsonb ->> ${resource})::int, 2147483647))`;
+}
+
 /**
  * Locks, for the rest of the transaction, the admission of every resource that has due ready steps
- * now, and returns those resources. Locks are taken in one fixed order (by key, then name) so two
- * claimers never wait on each other in a cycle. Must run inside a transaction, before the count:
- * under READ COMMITTED the next statement's snapshot then sees every claim committed before it.
+ * and room under its limit now, and returns those resources. Locks are taken in one fixed order (by
+ * key, then name) so two claimers never wait on each other in a cycle. Must run inside a
+ * transaction, before the count: under READ COMMITTED the next statement's snapshot then sees every
+ * claim committed before it.
+ *
+ * The room seen here is a first look, from before the locks (this statement's snapshot), that
+ * spares the claim when every resource with work is full — the usual state of a backlog, where each
+ * created task would otherwise cost a claim that admits nothing. "Full" counts the urgent reserve
+ * unless a P0 step is ready; tenant caps and throttles are left to the claim, which counts again
+ * under the locks. A resource wrongly seen full had a step finish just now, and the wake-up of that
+ * step's result brings the dispatcher back.
  */
-export async function lockAdmission(executor: Executor): Promise<string[]> {
+export async function lockAdmission(executor: Executor, limits: ResourceLimits): Promise<string[]> {
   // The distinct resources are found by skipping through the ready index one resource at a time
   // (a recursive "loose index scan"), not by reading every ready step: with a backlog of 20,000
   // steps the plain DISTINCT made each claim read all of them, and claims take turns under these
@@ -48,10 +89,21 @@ export async function lockAdmission(executor: Executor): Promise<string[]> {
     from (
       select resource, hashtext(resource) as key
       from ready_resources d
+      cross join lateral (select ${resourceLimitOf(sql`d.resource`, limits)} as max_in_flight) l
       where exists (
         select 1 from task_steps s
         where s.status = 'ready' and s.resource = d.resource and s.due_at <= now()
       )
+        and (select count(*) from task_steps f
+             where f.status in ('dispatched', 'running') and f.resource = d.resource)
+            < l.max_in_flight - case
+                when exists (
+                  select 1 from task_steps p
+                  where p.status = 'ready' and p.resource = d.resource and p.priority = 0
+                    and p.due_at <= now())
+                then 0
+                else ${urgentSlotsOf(sql`l.max_in_flight`, limits)}
+              end
       order by key, resource
     ) r
   `);

@@ -6,7 +6,13 @@ import { and, asc, eq, inArray, isNotNull, isNull, sql, type SQL } from 'drizzle
 import type { Json, Priority, StepOutcome } from '@sluice/core';
 import type { Executor } from '../client.js';
 import { taskSteps } from '../schema.js';
-import { ANY_RESOURCE, DEFAULT_RESOURCE_LIMIT, lockAdmission } from './admission.js';
+import {
+  ANY_RESOURCE,
+  DEFAULT_RESOURCE_LIMIT,
+  lockAdmission,
+  resourceLimitOf,
+  urgentSlotsOf,
+} from './admission.js';
 
 /** A step row as stored. */
 export type StepRecord = typeof taskSteps.$inferSelect;
@@ -82,7 +88,7 @@ export async function claimReadySteps(
   limit: number,
   admission: AdmissionSettings = DEFAULT_ADMISSION,
 ): Promise<ClaimedStep[]> {
-  const resources = await lockAdmission(executor);
+  const resources = await lockAdmission(executor, admission);
   if (resources.length === 0) return [];
   const rows = await executor.execute<{
     id: string;
@@ -150,13 +156,12 @@ export function claimReadyStepsStatement(
           closed.map((resource) => sql`${resource}`),
           sql`, `,
         )})`;
-  const governed = JSON.stringify(admission.resourceLimits ?? {});
   const throttled = admission.throttledPriorities ?? [];
   const reserve = Math.min(1, Math.max(0, admission.throttleReserve ?? DEFAULT_THROTTLE_RESERVE));
   // Slots a step must leave free: P1–P3 the urgent reserve; a throttled priority the throttle
   // reserve (rounded up, but always one slot for it); the larger of the two when both apply.
   const urgent = Math.min(0.5, Math.max(0, admission.urgentReserve ?? 0));
-  const urgentSlots = sql`case when x.priority > 0 then floor(x.max_in_flight * ${urgent}::numeric) else 0 end`;
+  const urgentSlots = sql`case when x.priority > 0 then ${urgentSlotsOf(sql`x.max_in_flight`, admission)} else 0 end`;
   const throttleSlots =
     throttled.length === 0
       ? sql`0`
@@ -212,13 +217,8 @@ export function claimReadyStepsStatement(
       group by s.resource, s.tenant_id
     ),
     limits as (
-      select r.resource,
-        least(
-          coalesce(l.max_in_flight, ${admission.defaultResourceLimit}::int),
-          coalesce((${governed}::jsonb ->> r.resource)::int, 2147483647)
-        ) as max_in_flight
+      select r.resource, ${resourceLimitOf(sql`r.resource`, admission)} as max_in_flight
       from (select distinct resource from groups) r
-      left join resource_limits l on l.resource = r.resource
     ),
     room as (
       select l.resource, l.max_in_flight,
