@@ -3,7 +3,14 @@
  * (a data-modifying CTE, say) returns raw columns, which this maps to the table's record type with
  * each column's own decoding (timestamps to `Date`, numeric modes, JSON).
  */
-import { getTableColumns, sql, type InferSelectModel, type SQL, type Table } from 'drizzle-orm';
+import {
+  getTableColumns,
+  sql,
+  type Column,
+  type InferSelectModel,
+  type SQL,
+  type Table,
+} from 'drizzle-orm';
 
 /**
  * The record of `table` in `raw`, a row with every column of the table under its SQL name (as
@@ -18,13 +25,41 @@ export function recordOf<T extends Table>(
   prefix = '',
 ): InferSelectModel<T> {
   const record: Record<string, unknown> = {};
-  for (const [field, column] of Object.entries(getTableColumns(table))) {
-    const name = prefix + column.name;
+  for (const { field, name, column } of readersOf(table, prefix)) {
     if (!(name in raw)) throw new Error(`row without column ${name}`);
     const value = raw[name];
     record[field] = value === null ? null : column.mapFromDriverValue(value);
   }
   return record as InferSelectModel<T>;
+}
+
+/** How one column of a record is read from a raw row. */
+interface ColumnReader {
+  readonly field: string;
+  /** The column's name in the raw row (with the prefix). */
+  readonly name: string;
+  readonly column: Column;
+}
+
+/**
+ * The readers of a table's columns under a prefix, worked out once: rows are read on the hot paths
+ * (every step start), and listing a table's columns allocates a new object each time.
+ */
+const readers = new WeakMap<Table, Map<string, readonly ColumnReader[]>>();
+
+function readersOf(table: Table, prefix: string): readonly ColumnReader[] {
+  let byPrefix = readers.get(table);
+  if (!byPrefix) readers.set(table, (byPrefix = new Map<string, readonly ColumnReader[]>()));
+  let list = byPrefix.get(prefix);
+  if (!list) {
+    list = Object.entries(getTableColumns(table)).map(([field, column]) => ({
+      field,
+      name: prefix + column.name,
+      column,
+    }));
+    byPrefix.set(prefix, list);
+  }
+  return list;
 }
 
 /**

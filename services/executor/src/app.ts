@@ -25,8 +25,11 @@ import {
   migrateDatabase,
   openDatabase,
   recordStepOutcomes,
+  startUsualSteps,
   registerTaskType,
   type DatabaseHandle,
+  type OutcomeToRecord,
+  type StepDispatchRef,
 } from '@sluice/db';
 import {
   createLogger,
@@ -41,7 +44,7 @@ import { retryWhileDatabaseDown } from './database-outage.js';
 import { startGovernorReporter, type GovernorReporter } from './governor-report.js';
 import { startHttpInstrumentation } from './http-instrumentation.js';
 import { createLlmGate } from './llm-gate.js';
-import { OutcomeRecorder } from './outcome-recorder.js';
+import { GroupWriter } from './group-writer.js';
 import { startPriorityPuller, type PriorityPuller } from './priority-puller.js';
 import { Slots } from './slots.js';
 import { RunningSteps, runDispatchedStep, type StepRunnerDeps } from './step-runner.js';
@@ -168,7 +171,12 @@ export async function startExecutor(config: ExecutorConfig, log?: Logger): Promi
       heartbeatMs: config.SLUICE_HEARTBEAT_MS,
       ackWaitMs: config.SLUICE_ACK_WAIT_MS,
       running,
-      outcomes: new OutcomeRecorder((items) => recordStepOutcomes(database.db, items)),
+      starts: new GroupWriter((refs: StepDispatchRef[]) =>
+        startUsualSteps(database.db, refs, config.SLUICE_ACK_WAIT_MS),
+      ),
+      outcomes: new GroupWriter((items: OutcomeToRecord[]) =>
+        recordStepOutcomes(database.db, items),
+      ),
       llmGate,
       isDegraded: (priority) => listsPriority(view.current().degrade, priority),
       isBreakerOpen: () => view.current().breakers?.[resource] === 'open',

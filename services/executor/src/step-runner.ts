@@ -25,12 +25,13 @@ import {
   recordStepOutcome,
   recordStepProgress,
   startStep,
-  startUsualStep,
   withDatabaseSpan,
   type Database,
+  type OutcomeToRecord,
   type StepDispatchRef,
   type StepRecord,
   type TaskRecord,
+  type UsualStart,
   type Transaction,
 } from '@sluice/db';
 import { StepResultError, toJson, toStepOutcome, type TaskDefinition } from '@sluice/sdk';
@@ -38,7 +39,7 @@ import type { Logger, Metrics } from '@sluice/telemetry';
 import { classifyStepError, type AbortReason } from './classify-error.js';
 import { createLlmClient, type LlmClientOptions } from './llm-client.js';
 import type { LlmGate } from './llm-gate.js';
-import type { OutcomeRecorder } from './outcome-recorder.js';
+import type { GroupWriter } from './group-writer.js';
 import { createProgressReporter } from './progress-reporter.js';
 import { buildStepContext, type StepHistory } from './step-context.js';
 import { recordTaskStarted, runInStepSpan } from './step-span.js';
@@ -58,8 +59,16 @@ export interface StepRunnerDeps {
   readonly ackWaitMs: number;
   /** Aborts of running steps by task id, so a cancel request reaches them. */
   readonly running: RunningSteps;
-  /** Writes outcomes, several in one commit when they finish together (group commit). */
-  readonly outcomes: OutcomeRecorder;
+  /**
+   * Starts steps of usual tasks (`startUsualSteps`), several in one statement when they arrive
+   * together (group start); answers undefined for an unknown task.
+   */
+  readonly starts: GroupWriter<StepDispatchRef, UsualStart | undefined>;
+  /**
+   * Writes outcomes (`recordStepOutcomes`), several in one commit when they finish together
+   * (group commit); answers whether the outcome was recorded (false: a stale dispatch).
+   */
+  readonly outcomes: GroupWriter<OutcomeToRecord, boolean>;
   /** The executor's one LLM gate (adaptive concurrency, request and token budgets). */
   readonly llmGate?: LlmGate;
   /** Whether the governor asks a priority to degrade now. */
@@ -144,7 +153,7 @@ async function runStep(
   // With the outcomes of other steps that finish meanwhile, in one statement and one commit (the
   // span covers the wait for that write).
   const recorded = await withDatabaseSpan(deps.db, RECORD_OUTCOME, () =>
-    deps.outcomes.record(ref, outcome),
+    deps.outcomes.write({ ref, outcome }),
   );
   deps.metrics.stepsFinished.inc({ resource: deps.resource, outcome: outcome.type });
   deps.onOutcome?.(outcome);
@@ -174,11 +183,12 @@ function start(deps: StepRunnerDeps, ref: StepDispatchRef): Promise<Started> {
 
 async function startTransaction(deps: StepRunnerDeps, ref: StepDispatchRef): Promise<Started> {
   if (deps.isBreakerOpen?.() !== true) {
-    // The usual case in one statement that commits on its own: the task's lock, the step's start,
-    // the task's `start` (or a `step_started` fact) and what the step sees. A task that needs a
+    // The usual case in one statement that commits on its own (with the starts of the steps that
+    // arrive meanwhile): the task's lock, the step's start, the task's `start` (or a
+    // `step_started` fact) and what the step sees. A task that needs a
     // decision (cancel, pause, approval pending, not startable) or a dispatch that may not start
     // is left unchanged, and the careful path below decides.
-    const usual = await startUsualStep(deps.db, ref, deps.ackWaitMs);
+    const usual = await deps.starts.write(ref);
     if (!usual) throw new Error(`step of unknown task ${ref.taskId}`);
     if (usual.started) {
       const { task, step, outputs, approval } = usual;

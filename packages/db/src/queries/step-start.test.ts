@@ -11,7 +11,7 @@ import { migrateDatabase } from '../migrate.js';
 import { taskSteps, tasks } from '../schema.js';
 import { createTestDatabase, migratedTemplate, type TestDatabase } from '../testing/index.js';
 import { appendTaskEvent } from './events.js';
-import { startUsualStep } from './step-start.js';
+import { startUsualStep, startUsualSteps } from './step-start.js';
 import type { StepDispatchRef } from './steps.js';
 import { registerTaskType, type TaskTypeManifest } from './task-types.js';
 import { createTask, listTaskEvents } from './tasks.js';
@@ -201,5 +201,81 @@ describe('startUsualStep', () => {
   it('answers undefined for an unknown task', async () => {
     const ref = { taskId: '00000000-0000-4000-8000-000000000000', seq: 1, dispatch: 1 };
     assert.equal(await startUsualStep(handle.db, ref, STALE_AFTER_MS), undefined);
+  });
+});
+
+describe('startUsualSteps', () => {
+  it('starts the steps of several tasks in one statement, answering each in order', async () => {
+    const one = await dispatchedTask();
+    const two = await dispatchedTask();
+    const paused = await dispatchedTask();
+    await handle.db.update(tasks).set({ status: 'paused' }).where(eq(tasks.id, paused));
+    const unknown = { taskId: '00000000-0000-4000-8000-000000000001', seq: 1, dispatch: 1 };
+    const malformed = { taskId: 'not-a-uuid', seq: 2 ** 40, dispatch: 1 };
+    const results = await startUsualSteps(
+      handle.db,
+      [
+        first(two),
+        unknown,
+        first(paused),
+        first(one),
+        { taskId: one, seq: 1, dispatch: 7 },
+        malformed,
+      ],
+      STALE_AFTER_MS,
+    );
+    assert.equal(results.length, 6);
+    assert.equal(results[5], undefined, 'no task has such an id: the others start all the same');
+    assert.ok(results[0]?.started);
+    assert.equal(results[0].task.id, two);
+    assert.equal(results[1], undefined, 'no such task');
+    assert.equal(results[2]?.started, false, 'a paused task needs the careful path');
+    assert.ok(results[3]?.started);
+    assert.equal(results[3].task.id, one);
+    assert.equal(results[4]?.started, false, 'a stale dispatch of a step that started');
+    for (const taskId of [one, two]) {
+      assert.equal((await taskRow(taskId)).status, 'running');
+      const events = await listTaskEvents(handle.db, taskId, 0);
+      assert.deepEqual(
+        events.map((e) => e.type),
+        ['create', 'start'],
+      );
+    }
+    assert.equal((await taskRow(paused)).status, 'paused');
+  });
+
+  it('starts two steps of a queued task at once: the first starts it, the second is a fact', async () => {
+    const taskId = await dispatchedTask();
+    await handle.db.insert(taskSteps).values({
+      taskId,
+      seq: 2,
+      name: 'write',
+      resource: 'tool:x',
+      tenantId: 'acme',
+      priority: 2,
+      status: 'dispatched',
+      dispatchCount: 1,
+      input: {},
+    });
+    const before = await taskRow(taskId);
+    const results = await startUsualSteps(
+      handle.db,
+      [{ taskId, seq: 2, dispatch: 1 }, first(taskId)],
+      STALE_AFTER_MS,
+    );
+    assert.ok(results.every((result) => result?.started));
+    const after = await taskRow(taskId);
+    assert.equal(after.status, 'running');
+    assert.equal(after.currentStep, 'write', 'the step that started the task');
+    assert.equal(after.version, before.version + 1, 'one transition');
+    assert.equal(after.lastEventSeq, before.lastEventSeq + 2);
+    const events = (await listTaskEvents(handle.db, taskId, 0)).slice(-2);
+    assert.deepEqual(
+      events.map((e) => [e.seq, e.type, e.step, e.fromStatus, e.toStatus]),
+      [
+        [before.lastEventSeq + 1, 'start', 'write', 'queued', 'running'],
+        [before.lastEventSeq + 2, 'step_started', 'plan', null, null],
+      ],
+    );
   });
 });

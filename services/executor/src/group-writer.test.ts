@@ -1,7 +1,12 @@
+/**
+ * The group writer without a database: an idle writer writes at once, items that arrive during a
+ * write go together in the next (up to the most per write), a deadlock is tried again and another
+ * failure fails only its own batch.
+ */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import type { OutcomeToRecord } from '@sluice/db';
-import { OutcomeRecorder } from './outcome-recorder.js';
+import { GroupWriter } from './group-writer.js';
 
 const ref = (seq: number) => ({ taskId: 't', seq, dispatch: 1 });
 const done = { type: 'complete', output: null } as const;
@@ -18,10 +23,17 @@ function controlledWriter() {
   return { calls, writer };
 }
 
-/** Lets the recorder's promise chains run. */
+/** Outcomes to record, as the executor group-commits them. */
+class OutcomeRecorder extends GroupWriter<OutcomeToRecord, boolean> {
+  record(r: OutcomeToRecord['ref'], outcome: OutcomeToRecord['outcome']): Promise<boolean> {
+    return this.write({ ref: r, outcome });
+  }
+}
+
+/** Lets the writer's promise chains run. */
 const settle = () => new Promise((resolve) => setImmediate(resolve));
 
-describe('OutcomeRecorder', () => {
+describe('GroupWriter', () => {
   it('writes an outcome at once when nothing is being written', async () => {
     const { calls, writer } = controlledWriter();
     const recorder = new OutcomeRecorder(writer);
