@@ -168,7 +168,7 @@ export type { ApiKeyRecord, IssuedApiKey, TenantRecord } from './queries/tenants
 export { ADMISSION_RATE_WINDOW_MS, estimateWaitMs, queueStanding } from './queries/queue.js';
 export type { QueueStanding } from './queries/queue.js';
 export { latestApproval, outputsBefore, recordStepProgress } from './queries/step-context.js';
-export { startUsualStep, startUsualSteps } from './queries/step-start.js';
+export { startUsualSteps } from './queries/step-start.js';
 export type { UsualStart } from './queries/step-start.js';
 export type { RecordedApproval, StepProgress } from './queries/step-context.js';
 export {

@@ -185,9 +185,9 @@ async function startTransaction(deps: StepRunnerDeps, ref: StepDispatchRef): Pro
   if (deps.isBreakerOpen?.() !== true) {
     // The usual case in one statement that commits on its own (with the starts of the steps that
     // arrive meanwhile): the task's lock, the step's start, the task's `start` (or a
-    // `step_started` fact) and what the step sees. A task that needs a
-    // decision (cancel, pause, approval pending, not startable) or a dispatch that may not start
-    // is left unchanged, and the careful path below decides.
+    // `step_started` fact) and what the step sees. A task that needs a decision (cancel, pause,
+    // approval pending, not startable) or a dispatch that may not start is left unchanged, and
+    // the careful path below decides.
     const usual = await deps.starts.write(ref);
     if (!usual) throw new Error(`step of unknown task ${ref.taskId}`);
     if (usual.started) {

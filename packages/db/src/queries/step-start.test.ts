@@ -11,7 +11,7 @@ import { migrateDatabase } from '../migrate.js';
 import { taskSteps, tasks } from '../schema.js';
 import { createTestDatabase, migratedTemplate, type TestDatabase } from '../testing/index.js';
 import { appendTaskEvent } from './events.js';
-import { startUsualStep, startUsualSteps } from './step-start.js';
+import { startUsualSteps } from './step-start.js';
 import type { StepDispatchRef } from './steps.js';
 import { registerTaskType, type TaskTypeManifest } from './task-types.js';
 import { createTask, listTaskEvents } from './tasks.js';
@@ -66,6 +66,12 @@ async function dispatchedTask(): Promise<string> {
 
 const first = (taskId: string): StepDispatchRef => ({ taskId, seq: 1, dispatch: 1 });
 
+/** Starts one dispatch alone (a group of one, as an idle executor starts it). */
+async function startUsualStep(ref: StepDispatchRef, staleAfterMs: number) {
+  const [start] = await startUsualSteps(handle.db, [ref], staleAfterMs);
+  return start;
+}
+
 async function taskRow(taskId: string) {
   const [row] = await handle.db.select().from(tasks).where(eq(tasks.id, taskId));
   assert.ok(row);
@@ -85,7 +91,7 @@ describe('startUsualStep', () => {
   it('starts a queued task: the step runs, the task is running, a start event records it', async () => {
     const taskId = await dispatchedTask();
     const before = await taskRow(taskId);
-    const result = await startUsualStep(handle.db, first(taskId), STALE_AFTER_MS);
+    const result = await startUsualStep(first(taskId), STALE_AFTER_MS);
     assert.ok(result?.started);
     assert.equal(result.task.status, 'queued', 'the task as it was read, before the start');
     assert.equal(result.step.status, 'running');
@@ -117,7 +123,7 @@ describe('startUsualStep', () => {
 
   it('starts a later step of a running task with a step_started fact, showing what came before', async () => {
     const taskId = await dispatchedTask();
-    assert.ok((await startUsualStep(handle.db, first(taskId), STALE_AFTER_MS))?.started);
+    assert.ok((await startUsualStep(first(taskId), STALE_AFTER_MS))?.started);
     await handle.db
       .update(taskSteps)
       .set({ status: 'succeeded', outcome: { type: 'complete', output: { plan: 'p' } } })
@@ -136,7 +142,7 @@ describe('startUsualStep', () => {
     await appendTaskEvent(handle.db, { taskId, type: 'approve', data: { comment: 'go on' } });
     const before = await taskRow(taskId);
 
-    const result = await startUsualStep(handle.db, { taskId, seq: 2, dispatch: 1 }, STALE_AFTER_MS);
+    const result = await startUsualStep({ taskId, seq: 2, dispatch: 1 }, STALE_AFTER_MS);
     assert.ok(result?.started);
     assert.deepEqual(result.outputs, { plan: { plan: 'p' } });
     assert.equal(result.approval?.comment, 'go on');
@@ -158,7 +164,7 @@ describe('startUsualStep', () => {
   async function assertUnchanged(taskId: string, ref: StepDispatchRef): Promise<void> {
     const taskBefore = await taskRow(taskId);
     const stepBefore = await stepRow(taskId, ref.seq);
-    const result = await startUsualStep(handle.db, ref, STALE_AFTER_MS);
+    const result = await startUsualStep(ref, STALE_AFTER_MS);
     assert.equal(result?.started, false);
     assert.equal(result.task.id, taskId);
     assert.deepEqual(await taskRow(taskId), taskBefore);
@@ -185,13 +191,13 @@ describe('startUsualStep', () => {
   it('changes nothing for a stale dispatch or a step running elsewhere, and takes over a dead one', async () => {
     const taskId = await dispatchedTask();
     await assertUnchanged(taskId, { taskId, seq: 1, dispatch: 2 });
-    assert.ok((await startUsualStep(handle.db, first(taskId), STALE_AFTER_MS))?.started);
+    assert.ok((await startUsualStep(first(taskId), STALE_AFTER_MS))?.started);
     await assertUnchanged(taskId, first(taskId)); // its executor is alive: a redelivery waits
     await handle.db
       .update(taskSteps)
       .set({ heartbeatAt: sql`now() - interval '2 minutes'` })
       .where(eq(taskSteps.taskId, taskId));
-    const takeover = await startUsualStep(handle.db, first(taskId), STALE_AFTER_MS);
+    const takeover = await startUsualStep(first(taskId), STALE_AFTER_MS);
     assert.ok(takeover?.started);
     assert.equal(takeover.step.attempts, 2);
     const last = (await listTaskEvents(handle.db, taskId, 0)).at(-1);
@@ -200,7 +206,7 @@ describe('startUsualStep', () => {
 
   it('answers undefined for an unknown task', async () => {
     const ref = { taskId: '00000000-0000-4000-8000-000000000000', seq: 1, dispatch: 1 };
-    assert.equal(await startUsualStep(handle.db, ref, STALE_AFTER_MS), undefined);
+    assert.equal(await startUsualStep(ref, STALE_AFTER_MS), undefined);
   });
 });
 

@@ -36,7 +36,7 @@ import {
 import type { StepDispatchRef, StepRecord } from './steps.js';
 import { isUuid, type TaskRecord } from './tasks.js';
 
-/** What {@link startUsualStep} found and did. */
+/** What {@link startUsualSteps} found and did for one dispatch. */
 export type UsualStart =
   /** The step started; the task is as it was read (before the start), the step as started. */
   | {
@@ -76,21 +76,10 @@ const TASK_COLUMNS = prefixedColumns(tasks, 'task');
 const STEP_COLUMNS = prefixedColumns(taskSteps, 'started');
 
 /**
- * Starts the dispatched step `ref` if its task is usual; undefined when there is no such task.
- * `staleAfterMs`: a step running elsewhere with an older heartbeat is taken over (see `startStep`).
- */
-export async function startUsualStep(
-  executor: Executor,
-  ref: StepDispatchRef,
-  staleAfterMs: number,
-): Promise<UsualStart | undefined> {
-  const [start] = await startUsualSteps(executor, [ref], staleAfterMs);
-  return start;
-}
-
-/**
- * {@link startUsualStep} for many dispatches in one statement (the executor's group start: steps
- * delivered together start together), answering for each in order. Tasks are locked in id order,
+ * Starts each dispatched step of `refs` whose task is usual, in one statement (the executor's group
+ * start: steps delivered together start together), answering for each in order: undefined when
+ * there is no such task. `staleAfterMs`: a step running elsewhere with an older heartbeat is taken
+ * over (see `startStep`). Tasks are locked in id order,
  * as every writer that locks several tasks does. Several steps of one task may start at once: the
  * first (in the order given) starts a queued task, the others record `step_started`, each event
  * next in the task's sequence — what starting them one after the other would have written.
