@@ -19,6 +19,7 @@ import {
 } from '@sluice/core';
 import type { Database, Executor } from './client.js';
 import { taskEvents, tasks, type PendingApproval } from './schema.js';
+import { inputTaskIds } from './queries/batch-input.js';
 
 /** One requested transition. */
 export interface TransitionRequest {
@@ -276,7 +277,8 @@ export async function applyLockedTransitions(
             error = case when i.set_error then i.error when i.retry then null else t.error end,
             output = case when i.set_output then i.output when i.retry then null else t.output end
         from input i
-        where t.id = i.task_id and t.version = i.version and t.status = any(i.allowed)
+        where t.id = any(${inputTaskIds}) and t.id = i.task_id
+          and t.version = i.version and t.status = any(i.allowed)
         returning t.id, t.tenant_id, t.last_event_seq
       ), appended as (
         insert into task_events (task_id, tenant_id, seq, type, from_status, to_status, step, data)

@@ -24,6 +24,7 @@ import {
 } from '@sluice/core';
 import type { Executor } from '../client.js';
 import { prefixedColumns, recordOf } from '../raw-rows.js';
+import { inputTaskIds } from './batch-input.js';
 import { taskSteps, tasks } from '../schema.js';
 import {
   approvalOf,
@@ -108,7 +109,7 @@ export async function startUsualSteps(
       select * from jsonb_to_recordset(${JSON.stringify(input)}::jsonb)
         as i(ord int, task_id uuid, seq int, dispatch int)
     ), task as materialized (
-      select * from tasks where id in (select task_id from input) order by id for update
+      select * from tasks where id = any(${inputTaskIds}) order by id for update
     ), started as (
       update task_steps s
       set status = 'running', attempts = s.attempts + 1, started_at = now(), heartbeat_at = now()

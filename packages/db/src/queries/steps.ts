@@ -6,6 +6,7 @@ import { and, asc, eq, inArray, isNotNull, isNull, sql, type SQL } from 'drizzle
 import type { Json, Priority, StepOutcome } from '@sluice/core';
 import type { Executor } from '../client.js';
 import { taskSteps } from '../schema.js';
+import { inputTaskIds } from './batch-input.js';
 import {
   ANY_RESOURCE,
   DEFAULT_RESOURCE_LIMIT,
@@ -488,7 +489,7 @@ export async function recordStepOutcomes(
       select * from jsonb_to_recordset(${JSON.stringify(input)}::jsonb)
         as i(ord int, task_id uuid, seq int, dispatch int, status text, outcome jsonb, data jsonb)
     ), locked as materialized (
-      select id from tasks where id in (select task_id from input) order by id for update
+      select id from tasks where id = any(${inputTaskIds}) order by id for update
     ), finished as (
       update task_steps s
       set status = i.status, outcome = i.outcome, outcome_applied_at = null, finished_at = now()

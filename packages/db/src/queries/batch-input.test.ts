@@ -1,0 +1,133 @@
+/**
+ * The batch statements of the hot path (group start, group commit, batched transitions) find their
+ * tasks by key on a `tasks` table of a few thousand rows: the size at which Postgres, misled by
+ * the 100-row estimate of `jsonb_to_recordset`, preferred to read the whole table (see
+ * batch-input.ts). Each statement is caught as it is sent and explained instead (in a transaction
+ * that is rolled back), so the test reads the plan of exactly what the code builds.
+ */
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { sql, type SQL } from 'drizzle-orm';
+import { openDatabase, type DatabaseHandle, type Executor } from '../client.js';
+import { migrateDatabase } from '../migrate.js';
+import { createTestDatabase, migratedTemplate, type TestDatabase } from '../testing/index.js';
+import { applyLockedTransitions } from '../transition.js';
+import { explainAnalyze } from './explain.js';
+import { startUsualSteps } from './step-start.js';
+import { recordStepOutcomes } from './steps.js';
+import { createTenant } from './tenants.js';
+import { registerTaskType, type TaskTypeManifest } from './task-types.js';
+import { createTask, lockTasks } from './tasks.js';
+
+const manifest: TaskTypeManifest = {
+  name: 'one-step',
+  version: 1,
+  description: '',
+  inputSchema: { type: 'object' },
+  firstStep: 'only',
+  steps: [{ name: 'only', resource: 'tool', timeoutMs: 1000, maxAttempts: 1 }],
+};
+/** Enough rows for the misestimate to pick a sequential scan (it did at 3,000 in a drain). */
+const OTHER_TASKS = 3_000;
+
+let database: TestDatabase;
+let handle: DatabaseHandle;
+let taskId: string;
+
+before(async () => {
+  database = await createTestDatabase({ template: await migratedTemplate(migrateDatabase) });
+  handle = openDatabase(database.url, { max: 4 });
+  await createTenant(handle.db, { id: 'acme' });
+  await registerTaskType(handle.db, manifest);
+  ({
+    task: { id: taskId },
+  } = await createTask(handle.db, {
+    tenantId: 'acme',
+    taskType: manifest,
+    priority: 2,
+    input: {},
+  }));
+  await handle.db.execute(sql`
+    insert into tasks (id, tenant_id, type, type_version, priority, input, input_hash, status)
+    select gen_random_uuid(), t.tenant_id, t.type, t.type_version, t.priority, t.input,
+           t.input_hash, 'succeeded'
+    from tasks t, generate_series(1, ${OTHER_TASKS})
+    where t.id = ${taskId}`);
+  await handle.db.execute(sql`analyze tasks`);
+});
+
+after(async () => {
+  await handle.close();
+  await database.drop();
+});
+
+/** Thrown once the statement under test has been explained: the code under test stops there. */
+class Explained extends Error {
+  constructor(readonly plan: string) {
+    super('explained');
+  }
+}
+
+/**
+ * The plan of the first statement `run` sends through `execute`: an executor that explains the
+ * statement instead of running it.
+ */
+async function planOfFirstExecute(run: (executor: Executor) => Promise<unknown>): Promise<string> {
+  const db = handle.db;
+  const explaining = new Proxy(db, {
+    get(target, property, receiver) {
+      if (property !== 'execute') return Reflect.get(target, property, receiver) as unknown;
+      return async (statement: SQL) => {
+        throw new Explained((await explainAnalyze(db, statement)).join('\n'));
+      };
+    },
+  });
+  try {
+    await run(explaining);
+  } catch (error) {
+    if (error instanceof Explained) return error.plan;
+    throw error;
+  }
+  throw new Error('the code under test sent no statement through execute');
+}
+
+describe('batch statements on a table of thousands of tasks', () => {
+  const ref = () => ({ taskId, seq: 1, dispatch: 1 });
+
+  it('group start locks its tasks through the primary key', async () => {
+    const plan = await planOfFirstExecute((executor) => startUsualSteps(executor, [ref()], 30_000));
+    assert.match(plan, /Index Scan using tasks_pkey|Bitmap Index Scan on tasks_pkey/, plan);
+    assert.doesNotMatch(plan, /Seq Scan on tasks/, plan);
+  });
+
+  it('group commit locks its tasks through the primary key', async () => {
+    const plan = await planOfFirstExecute((executor) =>
+      recordStepOutcomes(executor, [{ ref: ref(), outcome: { type: 'complete', output: {} } }]),
+    );
+    assert.doesNotMatch(plan, /Seq Scan on tasks/, plan);
+  });
+
+  it('batched transitions update their tasks through the primary key', async () => {
+    const locked = await lockTasks(handle.db, [taskId]);
+    const plan = await planOfFirstExecute((executor) =>
+      applyLockedTransitions(executor, [
+        { taskId, event: { type: 'start' }, locked: locked.get(taskId) },
+      ]),
+    );
+    assert.doesNotMatch(plan, /Seq Scan on tasks/, plan);
+  });
+
+  it('a join on the input rows alone reads the whole table at this size (why the fragment exists)', async () => {
+    const plan = (
+      await explainAnalyze(
+        handle.db,
+        sql`with input as (
+              select * from jsonb_to_recordset(${JSON.stringify([{ task_id: taskId }])}::jsonb)
+                as i(task_id uuid)
+            )
+            select id from tasks where id in (select task_id from input) order by id for update`,
+      )
+    ).join('\n');
+    assert.match(plan, /Seq Scan on tasks/, plan);
+  });
+});
