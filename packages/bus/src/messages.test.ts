@@ -52,6 +52,7 @@ const samples: BusMessage[] = [
     step: 'summarize',
     at: '2025-01-02T03:04:05+02:00',
   },
+  { type: 'wake', reason: 'task.created', step: { resource: 'tool:http', priority: 2 } },
 ];
 
 const bytes = (value: unknown): Uint8Array => new TextEncoder().encode(JSON.stringify(value));
@@ -128,6 +129,9 @@ describe('message codec', () => {
       [{ ...d, resource: 'tool.http' }, /resource/],
       [{ type: 'wake', reason: '' }, /reason/],
       [{ type: 'wake', reason: 'x'.repeat(257) }, /reason/],
+      [{ type: 'wake', reason: 'r', step: null }, /step/],
+      [{ type: 'wake', reason: 'r', step: { resource: 'tool:http' } }, /priority/],
+      [{ type: 'wake', reason: 'r', step: { priority: 1, resource: 'tool.http' } }, /resource/],
       [{ type: 'task.cancel', task_id: '>' }, /task_id/],
       [{ ...e, seq: 0 }, /seq/],
       [{ ...e, event: 7 }, /event/],

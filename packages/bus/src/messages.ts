@@ -35,6 +35,12 @@ export interface Wake {
   readonly type: 'wake';
   /** Why, for logs (e.g. `task.created`). */
   readonly reason: string;
+  /**
+   * The ready step that prompted it, when there is one (a created task's first step): the
+   * dispatcher need not look when that step's resource is full and the step is not P0 (see the
+   * scheduler's full-resources.ts). Both fields or neither.
+   */
+  readonly step?: { readonly resource: string; readonly priority: Priority };
 }
 
 /** Abort the running step(s) of a task: it was cancelled. */
@@ -161,6 +167,18 @@ function priorityField(obj: Fields, field: string): Priority {
   return v;
 }
 
+function readyStepField(obj: Fields, field: string): { resource: string; priority: Priority } {
+  const v = obj[field];
+  if (typeof v !== 'object' || v === null || Array.isArray(v)) {
+    throw new Invalid(`${field} must be an object with resource and priority`);
+  }
+  const step = v as Fields;
+  return {
+    resource: nameField(step, 'resource', resourceProblem),
+    priority: priorityField(step, 'priority'),
+  };
+}
+
 /** Validates a parsed object and rebuilds it with only the known fields. */
 function validate(obj: Fields): BusMessage {
   const type = obj.type;
@@ -182,7 +200,9 @@ function validate(obj: Fields): BusMessage {
         step_seq: intField(obj, 'step_seq', 0),
       };
     case 'wake':
-      return { type, reason: textField(obj, 'reason') };
+      return obj.step === undefined
+        ? { type, reason: textField(obj, 'reason') }
+        : { type, reason: textField(obj, 'reason'), step: readyStepField(obj, 'step') };
     case 'task.cancel':
       return { type, task_id: nameField(obj, 'task_id', taskIdTokenProblem) };
     case 'task.event':

@@ -68,7 +68,12 @@ export type {
 } from './transition.js';
 export { createApiKey, createTenant, findKeyOwner, hashApiKey } from './queries/tenants.js';
 export type { KeyOwner } from './queries/tenants.js';
-export { findLatestTaskType, findTaskType, registerTaskType } from './queries/task-types.js';
+export {
+  findLatestTaskType,
+  findTaskType,
+  firstStepOf,
+  registerTaskType,
+} from './queries/task-types.js';
 export type {
   TaskTypeManifest,
   TaskTypeManifestStep,
@@ -103,6 +108,7 @@ export {
   cancelWaitingSteps,
   DEFAULT_ADMISSION,
   DEFAULT_THROTTLE_RESERVE,
+  claimAdmission,
   claimReadySteps,
   claimReadyStepsStatement,
   findStep,
@@ -127,6 +133,7 @@ export {
   startStep,
 } from './queries/steps.js';
 export type {
+  AdmissionClaim,
   AdmissionSettings,
   ClaimedStep,
   NewStep,
@@ -216,7 +223,7 @@ export {
   setResourceLimit,
   setTenantLimit,
 } from './queries/admission.js';
-export type { TenantLimit } from './queries/admission.js';
+export type { AdmissionLock, TenantLimit } from './queries/admission.js';
 export { explainAnalyze } from './queries/explain.js';
 export {
   GOVERNOR_LEADER_ROLE,

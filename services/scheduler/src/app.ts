@@ -40,6 +40,7 @@ import { startBatchLoop, type BatchLoop } from './batch-loop.js';
 import { failFastBatch, openBreakerResources } from './breaker-fail-fast.js';
 import type { SchedulerConfig } from './config.js';
 import { dispatchBatch } from './dispatcher.js';
+import { FullResources, readyStepOf } from './full-resources.js';
 import { relayEventBatch } from './event-relay.js';
 import { TaskHistory } from './task-history.js';
 import { applyOutcomeBatch } from './outcome-applier.js';
@@ -166,6 +167,7 @@ export async function startScheduler(
       view: decisions,
       metrics,
     });
+    const fullResources = new FullResources();
     const dispatcher = startBatchLoop({
       name: 'dispatch',
       pollMs: config.SLUICE_SCHEDULER_POLL_MS,
@@ -177,6 +179,7 @@ export async function startScheduler(
           catalog,
           admission: () => admission.settings(),
           onPublishFailed: noticeBusError('dispatch'),
+          onFullResources: (full) => fullResources.seen(full),
         }),
     });
     const abortRunningSteps = (taskIds: readonly string[]) => {
@@ -239,10 +242,12 @@ export async function startScheduler(
         },
       }),
       // New ready steps (a created task): admission only; the outcome and settle passes would find
-      // nothing (each pass costs them a statement or two, and creates come one by one).
+      // nothing (each pass costs them a statement or two, and creates come one by one). Nor does
+      // admission when the step's resource is full (full-resources.ts).
       nc.subscribe(catalog.subjects.wake('dispatch'), {
-        callback: () => {
-          dispatcher.wake();
+        callback: (error, message) => {
+          const step = error ? undefined : readyStepOf(message.subject, message.data, logger);
+          if (step === undefined || !fullResources.admitsNothingFor(step)) dispatcher.wake();
           failFast.wake();
         },
       }),

@@ -22,7 +22,7 @@ import {
 } from '@sluice/bus';
 import { priorityLabel } from '@sluice/core';
 import {
-  claimReadySteps,
+  claimAdmission,
   DEFAULT_ADMISSION,
   recordPublishSeqs,
   releaseClaims,
@@ -75,6 +75,8 @@ export interface DispatcherDeps {
   readonly admission?: AdmissionSettings | (() => AdmissionSettings);
   /** Sees each failed publication (a missing stream must be recreated before any can succeed). */
   readonly onPublishFailed?: (error: unknown) => void;
+  /** Sees, after each claim, the resources it found full (see `FullResources`). */
+  readonly onFullResources?: (full: readonly string[]) => void;
 }
 
 /** Claims and publishes one batch; returns true when the batch was full (more may be ready). */
@@ -83,15 +85,16 @@ export async function dispatchBatch(deps: DispatcherDeps): Promise<boolean> {
     typeof deps.admission === 'function' ? deps.admission() : (deps.admission ?? DEFAULT_ADMISSION);
   // One span for the claim, in a trace of its own: it serves many tasks, none of whose traces it
   // belongs to. A poll that claimed nothing leaves no span.
-  const claimed = await withDatabaseSpan(
+  const { steps: claimed, full } = await withDatabaseSpan(
     deps.db,
     {
       summary: CLAIM_SUMMARY,
-      recordIf: (steps) => steps.length > 0,
-      resultAttributes: (steps) => ({ [ATTR_CLAIMED]: steps.length }),
+      recordIf: ({ steps }) => steps.length > 0,
+      resultAttributes: ({ steps }) => ({ [ATTR_CLAIMED]: steps.length }),
     },
-    () => deps.db.transaction((tx) => claimReadySteps(tx, deps.batchSize, admission)),
+    () => deps.db.transaction((tx) => claimAdmission(tx, deps.batchSize, admission)),
   );
+  deps.onFullResources?.(full);
   if (claimed.length === 0) return false;
   const results = await Promise.allSettled(claimed.map((step) => publish(deps, step)));
   const published: Array<{ stepId: number; dispatch: number; publishSeq: number }> = [];

@@ -215,26 +215,39 @@ describe('admission limits', () => {
 });
 
 describe('admission lock', () => {
-  /** The resources a claim would lock now (and so count and claim in). */
-  const lockable = (admission: AdmissionSettings = settings) =>
-    handle.db.transaction((tx) => lockAdmission(tx, admission));
+  /**
+   * How a claim now would see `resource`: locked to count and claim in (`open`), passed over for
+   * want of room (`full`), or not at all (no due ready steps).
+   */
+  const seen = async (
+    resource: string,
+    admission: AdmissionSettings = settings,
+  ): Promise<'open' | 'full' | 'unseen'> => {
+    const lock = await handle.db.transaction((tx) => lockAdmission(tx, admission));
+    const open = lock.open.includes(resource);
+    const full = lock.full.includes(resource);
+    assert.ok(!(open && full), `${resource} both open and full`);
+    return open ? 'open' : full ? 'full' : 'unseen';
+  };
 
   it('passes over a full resource (no claim for it) until one of its steps finishes', async () => {
     const resource = 'tool:full';
+    assert.equal(await seen(resource), 'unseen', 'no ready steps');
     await setResourceLimit(handle.db, resource, 2);
     await makeSteps(resource, 'acme', 2, 4);
-    assert.ok((await lockable()).includes(resource), 'ready steps and room');
+    assert.equal(await seen(resource), 'open', 'ready steps and room');
     const claimed = await claim(10);
     assert.equal(countBy(claimed, (c) => c.resource)[resource], 2);
-    assert.ok(!(await lockable()).includes(resource), 'full: two in flight, limit two');
+    assert.equal(await seen(resource), 'full', 'two in flight, limit two');
     assert.deepEqual(
       (await claim(10)).filter((c) => c.resource === resource),
       [],
     );
     await finish([(claimed.find((c) => c.resource === resource) as ClaimedStep).id]);
-    assert.ok((await lockable()).includes(resource), 'a slot is free again');
-    assert.ok(
-      !(await lockable({ ...settings, resourceLimits: { [resource]: 1 } })).includes(resource),
+    assert.equal(await seen(resource), 'open', 'a slot is free again');
+    assert.equal(
+      await seen(resource, { ...settings, resourceLimits: { [resource]: 1 } }),
+      'full',
       'the governor’s lower limit counts too',
     );
     assert.equal(countBy(await claim(10), (c) => c.resource)[resource], 1);
@@ -246,10 +259,10 @@ describe('admission lock', () => {
     await setResourceLimit(handle.db, resource, 4);
     await makeSteps(resource, 'acme', 2, 5);
     assert.equal(countBy(await claim(10, reserved), (c) => c.resource)[resource], 3);
-    assert.ok(!(await lockable(reserved)).includes(resource), 'the last slot is P0’s');
-    assert.ok((await lockable()).includes(resource), 'without a reserve the slot is anyone’s');
+    assert.equal(await seen(resource, reserved), 'full', 'the last slot is P0’s');
+    assert.equal(await seen(resource), 'open', 'without a reserve the slot is anyone’s');
     const [urgent] = await makeSteps(resource, 'acme', 0, 1);
-    assert.ok((await lockable(reserved)).includes(resource), 'a P0 step may take it');
+    assert.equal(await seen(resource, reserved), 'open', 'a P0 step may take it');
     assert.deepEqual(
       (await claim(10, reserved)).filter((c) => c.resource === resource).map((c) => c.id),
       [urgent],

@@ -53,12 +53,24 @@ export function resourceLimitOf(resource: SQL, limits: ResourceLimits): SQL {
     coalesce((${governed}::jsonb ->> ${resource})::int, 2147483647))`;
 }
 
+/** What {@link lockAdmission} found: the resources with due ready steps, by whether they have room. */
+export interface AdmissionLock {
+  /** Resources with room under their limit, now locked for this transaction: claim in these. */
+  readonly open: readonly string[];
+  /**
+   * Resources whose due ready steps must wait for a slot (not locked). Until a step of theirs
+   * finishes or their limit changes, a new ready step there is not admitted either: the
+   * dispatcher need not look again for it.
+   */
+  readonly full: readonly string[];
+}
+
 /**
  * Locks, for the rest of the transaction, the admission of every resource that has due ready steps
- * and room under its limit now, and returns those resources. Locks are taken in one fixed order (by
- * key, then name) so two claimers never wait on each other in a cycle. Must run inside a
- * transaction, before the count: under READ COMMITTED the next statement's snapshot then sees every
- * claim committed before it.
+ * and room under its limit now ({@link AdmissionLock.open}), and names those without room
+ * ({@link AdmissionLock.full}). Locks are taken in one fixed order (by key, then name) so two
+ * claimers never wait on each other in a cycle. Must run inside a transaction, before the count:
+ * under READ COMMITTED the next statement's snapshot then sees every claim committed before it.
  *
  * The room seen here is a first look, from before the locks (this statement's snapshot), that
  * spares the claim when every resource with work is full — the usual state of a backlog, where each
@@ -67,12 +79,15 @@ export function resourceLimitOf(resource: SQL, limits: ResourceLimits): SQL {
  * under the locks. A resource wrongly seen full had a step finish just now, and the wake-up of that
  * step's result brings the dispatcher back.
  */
-export async function lockAdmission(executor: Executor, limits: ResourceLimits): Promise<string[]> {
+export async function lockAdmission(
+  executor: Executor,
+  limits: ResourceLimits,
+): Promise<AdmissionLock> {
   // The distinct resources are found by skipping through the ready index one resource at a time
   // (a recursive "loose index scan"), not by reading every ready step: with a backlog of 20,000
   // steps the plain DISTINCT made each claim read all of them, and claims take turns under these
   // locks, which capped dispatch at about 100 steps a second (issue 7 profile).
-  const rows = await executor.execute<{ resource: string }>(sql`
+  const rows = await executor.execute<{ resource: string; locked: string | null }>(sql`
     with recursive ready_resources as (
       (select resource from task_steps where status = 'ready' order by resource limit 1)
       union all
@@ -85,29 +100,35 @@ export async function lockAdmission(executor: Executor, limits: ResourceLimits):
         limit 1
       ) next
     )
-    select r.resource, pg_advisory_xact_lock(${ADMISSION_LOCK_NAMESPACE}::int, r.key)::text as locked
+    select r.resource,
+           case when r.has_room
+                then pg_advisory_xact_lock(${ADMISSION_LOCK_NAMESPACE}::int, r.key)::text
+           end as locked
     from (
-      select resource, hashtext(resource) as key
+      select resource, hashtext(resource) as key,
+             (select count(*) from task_steps f
+              where f.status in ('dispatched', 'running') and f.resource = d.resource)
+               < l.max_in_flight - case
+                   when exists (
+                     select 1 from task_steps p
+                     where p.status = 'ready' and p.resource = d.resource and p.priority = 0
+                       and p.due_at <= now())
+                   then 0
+                   else ${urgentSlotsOf(sql`l.max_in_flight`, limits)}
+                 end as has_room
       from ready_resources d
       cross join lateral (select ${resourceLimitOf(sql`d.resource`, limits)} as max_in_flight) l
       where exists (
         select 1 from task_steps s
         where s.status = 'ready' and s.resource = d.resource and s.due_at <= now()
       )
-        and (select count(*) from task_steps f
-             where f.status in ('dispatched', 'running') and f.resource = d.resource)
-            < l.max_in_flight - case
-                when exists (
-                  select 1 from task_steps p
-                  where p.status = 'ready' and p.resource = d.resource and p.priority = 0
-                    and p.due_at <= now())
-                then 0
-                else ${urgentSlotsOf(sql`l.max_in_flight`, limits)}
-              end
       order by key, resource
     ) r
   `);
-  return rows.map((row) => row.resource);
+  return {
+    open: rows.filter((row) => row.locked !== null).map((row) => row.resource),
+    full: rows.filter((row) => row.locked === null).map((row) => row.resource),
+  };
 }
 
 /** Sets (or replaces) the in-flight limit of a resource class. */

@@ -80,17 +80,34 @@ export const DEFAULT_ADMISSION: AdmissionSettings = {
  * aging), and within a priority the tenant with the fewest in-flight steps relative to its floor.
  *
  * Two statements, in the caller's transaction: {@link lockAdmission} locks each resource with due
- * ready steps (so replicas claiming the same resource take turns: the count stays true until the
- * claim commits), then one statement counts and claims. Steps of tasks being cancelled or paused,
- * or not queued/running, are left alone. Must run in a transaction to hold across replicas.
+ * ready steps and room (so replicas claiming the same resource take turns: the count stays true
+ * until the claim commits), then one statement counts and claims. Steps of tasks being cancelled or
+ * paused, or not queued/running, are left alone. Must run in a transaction to hold across replicas.
  */
 export async function claimReadySteps(
   executor: Executor,
   limit: number,
   admission: AdmissionSettings = DEFAULT_ADMISSION,
 ): Promise<ClaimedStep[]> {
-  const resources = await lockAdmission(executor, admission);
-  if (resources.length === 0) return [];
+  return (await claimAdmission(executor, limit, admission)).steps;
+}
+
+/** What {@link claimAdmission} claimed, and what it saw. */
+export interface AdmissionClaim {
+  /** The claimed steps, now dispatched: most urgent first, then oldest. */
+  readonly steps: ClaimedStep[];
+  /** Resources whose due ready steps wait for a slot (see `AdmissionLock.full`). */
+  readonly full: readonly string[];
+}
+
+/** {@link claimReadySteps}, telling also which resources it found full. */
+export async function claimAdmission(
+  executor: Executor,
+  limit: number,
+  admission: AdmissionSettings = DEFAULT_ADMISSION,
+): Promise<AdmissionClaim> {
+  const { open: resources, full } = await lockAdmission(executor, admission);
+  if (resources.length === 0) return { steps: [], full };
   const rows = await executor.execute<{
     id: string;
     task_id: string;
@@ -102,7 +119,7 @@ export async function claimReadySteps(
     dispatch_count: number;
     trace_parent: string | null;
   }>(claimReadyStepsStatement(limit, admission, resources));
-  return rows
+  const steps = rows
     .map((row) => ({
       id: Number(row.id),
       taskId: row.task_id,
@@ -115,6 +132,7 @@ export async function claimReadySteps(
       traceParent: row.trace_parent,
     }))
     .sort((a, b) => a.priority - b.priority || a.id - b.id);
+  return { steps, full };
 }
 
 /**

@@ -23,6 +23,22 @@ export interface TaskTypeManifest {
 }
 
 /**
+ * The step a task of this type starts with.
+ *
+ * @throws Error when the manifest names a first step it does not have (registration refuses such
+ *   a manifest, so this is a bug).
+ */
+export function firstStepOf(taskType: TaskTypeManifest): TaskTypeManifestStep {
+  const step = taskType.steps.find((s) => s.name === taskType.firstStep);
+  if (!step) {
+    throw new Error(
+      `task type ${taskType.name} v${taskType.version} has no step ${taskType.firstStep}`,
+    );
+  }
+  return step;
+}
+
+/**
  * Registers (or re-registers) a manifest. Re-registering the same name and version replaces its
  * contents: several executors register the same definitions at start.
  */

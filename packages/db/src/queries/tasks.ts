@@ -19,7 +19,7 @@ import {
   liveTombstoneStatement,
   type IdempotencyTombstone,
 } from './retention.js';
-import type { TaskTypeManifest } from './task-types.js';
+import { firstStepOf, type TaskTypeManifest } from './task-types.js';
 
 /** A task row as stored. */
 export type TaskRecord = typeof tasks.$inferSelect;
@@ -87,12 +87,7 @@ export async function submitTask(db: Database, task: NewTask): Promise<SubmitTas
   if (!created.ok) throw new Error(`the transition table refuses create: ${created.reason}`);
   const status = created.to.status as TaskStatus;
   const inputHash = hashJson(task.input);
-  const firstStep = task.taskType.steps.find((s) => s.name === task.taskType.firstStep);
-  if (!firstStep) {
-    throw new Error(
-      `task type ${task.taskType.name} v${task.taskType.version} has no step ${task.taskType.firstStep}`,
-    );
-  }
+  const firstStep = firstStepOf(task.taskType);
   const create = createStatement(db, task, { status, inputHash, firstStep });
   const key = task.idempotencyKey;
   if (key === undefined) {

@@ -16,6 +16,7 @@ import {
 import {
   findKeyOwner,
   findLatestTaskType,
+  firstStepOf,
   findTask,
   isUuid,
   listTaskEvents,
@@ -303,10 +304,15 @@ export function createTaskService(deps: TaskServiceDeps): Partial<TaskServiceHan
       }
       if (result.kind === 'created') {
         deps.metrics.tasksCreated.inc({ priority: `P${priority}` });
-        // New ready steps are admission's business only (not the outcome or settle passes').
+        // New ready steps are admission's business only (not the outcome or settle passes'); the
+        // step's resource and priority let admission skip the look when that resource is full.
         deps.nc.publish(
           deps.catalog.subjects.wake('dispatch'),
-          encodeMessage({ type: 'wake', reason: 'task.created' }),
+          encodeMessage({
+            type: 'wake',
+            reason: 'task.created',
+            step: { resource: firstStepOf(taskType).resource, priority },
+          }),
         );
         deps.log.info(
           { task_id: result.task.id, tenant_id: tenantId, type: taskType.name, priority },

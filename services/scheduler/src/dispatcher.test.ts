@@ -1,0 +1,79 @@
+/**
+ * The dispatcher's pass against real Postgres and JetStream: what it claims and publishes, and what
+ * it tells about the resources it found full (which spares later passes; see full-resources.ts).
+ */
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { jetstream, jetstreamManager } from '@nats-io/jetstream';
+import { closeNats, connectNats, createBusCatalog, ensureTopology } from '@sluice/bus';
+import { deletePrefixResources, natsUrl, uniquePrefix } from '@sluice/bus/testing';
+import {
+  createTask,
+  createTenant,
+  migrateDatabase,
+  openDatabase,
+  registerTaskType,
+  setResourceLimit,
+  type TaskTypeManifest,
+} from '@sluice/db';
+import { createTestDatabase, migratedTemplate } from '@sluice/db/testing';
+import { createLogger, createMetrics } from '@sluice/telemetry';
+import { dispatchBatch } from './dispatcher.js';
+
+const manifest: TaskTypeManifest = {
+  name: 'dispatch-test',
+  version: 1,
+  description: '',
+  inputSchema: { type: 'object' },
+  firstStep: 'work',
+  steps: [{ name: 'work', resource: 'tool:narrow', timeoutMs: 1_000, maxAttempts: 1 }],
+};
+const log = createLogger({ service: 'dispatcher-test', level: 'silent' });
+
+describe('dispatcher', () => {
+  it('tells which resources it found full: ready steps waiting, no slot free', async () => {
+    const database = await createTestDatabase({
+      template: await migratedTemplate(migrateDatabase),
+    });
+    const handle = openDatabase(database.url, { max: 4 });
+    const prefix = uniquePrefix('dispatcher');
+    const nc = await connectNats({ url: natsUrl(), name: 'dispatcher-test' });
+    try {
+      const catalog = createBusCatalog(prefix);
+      await ensureTopology(await jetstreamManager(nc), catalog);
+      await createTenant(handle.db, { id: 'acme' });
+      await registerTaskType(handle.db, manifest);
+      await setResourceLimit(handle.db, 'tool:narrow', 1);
+      for (let i = 0; i < 2; i++) {
+        await createTask(handle.db, {
+          tenantId: 'acme',
+          taskType: manifest,
+          priority: 2,
+          input: {},
+        });
+      }
+      const reports: Array<readonly string[]> = [];
+      const pass = () =>
+        dispatchBatch({
+          db: handle.db,
+          js: jetstream(nc),
+          catalog,
+          log,
+          metrics: createMetrics(),
+          batchSize: 10,
+          onFullResources: (full) => reports.push(full),
+        });
+      await pass();
+      assert.deepEqual(reports, [[]], 'the first pass found a slot (and took it)');
+      await pass();
+      assert.deepEqual(reports[1], ['tool:narrow'], 'one in flight, limit one, one waiting');
+      const stream = await (await jetstreamManager(nc)).streams.info(catalog.streams.steps);
+      assert.equal(stream.state.messages, 1, 'one step published, the other left ready');
+    } finally {
+      await closeNats(nc);
+      await deletePrefixResources(natsUrl(), prefix);
+      await handle.close();
+      await database.drop();
+    }
+  });
+});
