@@ -29,6 +29,7 @@ const CALL_TIMEOUT_MS = 5_000;
 
 const TASK_SERVICE_METHODS = [
   'CreateTask',
+  'CreateTasks',
   'GetTask',
   'WatchTask',
   'ListTasks',
@@ -422,7 +423,7 @@ describe('gRPC surface through server reflection', () => {
     }
   });
 
-  it('serves TaskService descriptors that resolve strictly and describe all nine methods', async () => {
+  it('serves TaskService descriptors that resolve strictly and describe all ten methods', async () => {
     const answer = await reflectOne(client, v1, {
       file_containing_symbol: 'sluice.v1.TaskService',
     });

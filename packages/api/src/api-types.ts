@@ -169,6 +169,16 @@ export interface CreateTaskResponse {
   created: boolean;
 }
 
+/** `sluice.v1.CreateTasksRequest`, as received. */
+export interface CreateTasksRequest {
+  tasks: CreateTaskRequest[];
+}
+
+/** `sluice.v1.CreateTasksResponse`: one result per requested task, in request order. */
+export interface CreateTasksResponse {
+  results: CreateTaskResponse[];
+}
+
 /** `sluice.v1.GetTaskRequest`, as received. */
 export interface GetTaskRequest {
   task_id: string;

@@ -27,6 +27,8 @@ export type {
   CancelTaskResponse,
   CreateTaskRequest,
   CreateTaskResponse,
+  CreateTasksRequest,
+  CreateTasksResponse,
   Duration,
   ErrorClass,
   GetTaskRequest,

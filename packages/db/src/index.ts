@@ -96,6 +96,7 @@ export {
   lockTasks,
   submitTask,
 } from './queries/tasks.js';
+export { submitTasks } from './queries/task-batch.js';
 export type {
   CreateTaskResult,
   ListTasksQuery,

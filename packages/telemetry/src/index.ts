@@ -95,6 +95,7 @@ export {
   contextFromTraceparent,
   startTracing,
   traceIdOf,
+  traceparentOf,
   traceparentOfActiveSpan,
   tracerFor,
   withContinuedSpan,

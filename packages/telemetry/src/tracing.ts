@@ -235,6 +235,17 @@ export function traceparentOfActiveSpan(): string | undefined {
 }
 
 /**
+ * The W3C `traceparent` of `span` whether or not it is active: for work that opens several spans
+ * at once (one per task of a batch) and stores each one's. `undefined` for a span that is not
+ * recorded (tracing not started).
+ */
+export function traceparentOf(span: Span): string | undefined {
+  const carrier: Record<string, string> = {};
+  propagation.inject(trace.setSpan(ROOT_CONTEXT, span), carrier, defaultTextMapSetter);
+  return carrier.traceparent;
+}
+
+/**
  * A context whose parent is the span a stored `traceparent` names, so spans started in it (e.g.
  * with `context.with(ctx, () => withSpan(...))`) continue that trace. A malformed traceparent
  * gives a context without a parent span, so the work starts a new trace rather than failing.

@@ -24,7 +24,10 @@ const OWN: Record<string, SystemFactory> = {
   'raw-jetstream': () => createRawJetStream(),
   'raw-postgres': () => createRawPostgres({ batched: false }),
   'raw-postgres-batched': () => createRawPostgres({ batched: true }),
-  sluice: (settings) => createSluice({ slots: settings.concurrency, echo: settings.echo }),
+  sluice: (settings) =>
+    createSluice({ batched: false, slots: settings.concurrency, echo: settings.echo }),
+  'sluice-batched': (settings) =>
+    createSluice({ batched: true, slots: settings.concurrency, echo: settings.echo }),
 };
 
 type Variants = (settings: SystemSettings) => QueueSystem[];

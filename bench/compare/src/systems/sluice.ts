@@ -2,8 +2,9 @@
  * Sluice through its public API (issue 7): the whole stack as separate processes (gateway,
  * scheduler, governor, one executor of `tool:bench`; test/support/e2e-stack.ts) on the machine's
  * NATS and Postgres, a fresh database and NATS prefix per run. Jobs are `bench-noop` tasks created
- * one `CreateTask` at a time through the SDK client, concurrently, each with its job id as the
- * idempotency key (a retried create cannot duplicate it). The executor is started only by
+ * one `CreateTask` at a time through the SDK client, concurrently (`sluice-batched`: 500 per
+ * `CreateTasks` call, as the peers' batched variants), each with its job id as the idempotency key
+ * (a retried create cannot duplicate it). The executor is started only by
  * `startWorkers`, so `enqueue` fills a backlog; the step reports each start to a loopback HTTP
  * endpoint here, which calls the harness's handler (systems/sluice-task-types.ts). The stack and
  * the type registration are imported by path from test/ and services/ (not public packages).
@@ -14,14 +15,15 @@ import { hostname } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { registerTaskType } from '@sluice/db';
 import { adminDatabaseUrl } from '@sluice/db/testing';
-import { isServiceError } from '@sluice/sdk/client';
+import { isServiceError, type CreateTaskParams } from '@sluice/sdk/client';
 import { closeNats, connectNats, createBusCatalog, decodeMessageOf } from '@sluice/bus';
 import { natsUrl } from '@sluice/bus/testing';
 import postgres from 'postgres';
 import { startE2eStack, type E2eStack } from '../../../../test/support/e2e-stack.js';
 import { CompletionLog } from '../completion-log.js';
 import { epochNow } from '../latency.js';
-import { forEachBounded } from '../pool.js';
+import { chunks, forEachBounded } from '../pool.js';
+import { BATCHES_IN_FLIGHT, PEER_BATCH } from './peer-job.js';
 import {
   machineNatsServer,
   POSTGRES_BACKENDS_QUERY,
@@ -50,6 +52,8 @@ const MAX_CREATE_ATTEMPTS = 50;
 const PRIORITY = { high: 'PRIORITY_P0', low: 'PRIORITY_P3' } as const;
 
 export interface SluiceSystemOptions {
+  /** Create 500 tasks per `CreateTasks` call instead of one per `CreateTask`. */
+  readonly batched: boolean;
   /** Steps the executor runs at once (`SLUICE_EXECUTOR_SLOTS`); the stack is configured at setup. */
   readonly slots: number;
   /** Print the services' output (debugging). */
@@ -74,7 +78,7 @@ export function createSluice(options: SluiceSystemOptions): QueueSystem & {
   return {
     name: 'sluice',
     durability: 'fsync per commit',
-    batched: false,
+    batched: options.batched,
     retriedCreates: () => retried,
 
     async setup() {
@@ -114,17 +118,17 @@ export function createSluice(options: SluiceSystemOptions): QueueSystem & {
 
     async enqueue(jobs: readonly Job[]) {
       const { client } = running();
-      await forEachBounded(jobs, CREATES_IN_FLIGHT, async (job) => {
+      const createOf = (job: Job): CreateTaskParams => ({
+        type: BENCH_TASK_TYPE,
+        priority: job.priority === undefined ? 'PRIORITY_P2' : PRIORITY[job.priority],
+        input: { job_id: job.id },
+        idempotencyKey: job.id,
+      });
+      /** Calls `create` until it succeeds, again after a transient refusal (same keys). */
+      const withRetries = async (create: () => Promise<void>) => {
         for (let attempt = 1; ; attempt += 1) {
           try {
-            const { task } = await client.createTask({
-              type: BENCH_TASK_TYPE,
-              priority: job.priority === undefined ? 'PRIORITY_P2' : PRIORITY[job.priority],
-              input: { job_id: job.id },
-              idempotencyKey: job.id,
-            });
-            completions?.taskCreated(task.task_id, job.id);
-            return;
+            return await create();
           } catch (error) {
             const code = isServiceError(error) ? Number(error.code) : undefined;
             const transient =
@@ -134,7 +138,25 @@ export function createSluice(options: SluiceSystemOptions): QueueSystem & {
             await new Promise((resolve) => setTimeout(resolve, 100));
           }
         }
-      });
+      };
+      if (options.batched) {
+        await forEachBounded(chunks(jobs, PEER_BATCH), BATCHES_IN_FLIGHT, (batch) =>
+          withRetries(async () => {
+            const results = await client.createTasks(batch.map(createOf));
+            if (results.length !== batch.length) {
+              throw new Error(`CreateTasks answered ${results.length} of ${batch.length} tasks`);
+            }
+            results.forEach(({ task }, i) => completions?.taskCreated(task.task_id, batch[i]!.id));
+          }),
+        );
+        return;
+      }
+      await forEachBounded(jobs, CREATES_IN_FLIGHT, (job) =>
+        withRetries(async () => {
+          const { task } = await client.createTask(createOf(job));
+          completions?.taskCreated(task.task_id, job.id);
+        }),
+      );
     },
 
     async startWorkers(start: StartOptions) {

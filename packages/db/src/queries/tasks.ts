@@ -204,7 +204,11 @@ async function existingRepeat(
  * The earlier holder of the key (a task, or a deleted task's tombstone) when the repeat asks for
  * the same thing; otherwise the `already_exists` error every conflicting repeat gets.
  */
-function checkSameRequest<T extends KeyHolder>(holder: T, task: NewTask, inputHash: string): T {
+export function checkSameRequest<T extends KeyHolder>(
+  holder: T,
+  task: NewTask,
+  inputHash: string,
+): T {
   const same =
     holder.type === task.taskType.name &&
     holder.priority === task.priority &&
@@ -220,7 +224,7 @@ function checkSameRequest<T extends KeyHolder>(holder: T, task: NewTask, inputHa
 }
 
 /** What a task and a tombstone both tell about the request that took a key. */
-type KeyHolder = Pick<TaskRecord, 'type' | 'priority' | 'inputHash'> &
+export type KeyHolder = Pick<TaskRecord, 'type' | 'priority' | 'inputHash'> &
   ({ readonly id: string } | { readonly taskId: string });
 
 function holderId(holder: KeyHolder): string {

@@ -10,6 +10,7 @@ import {
   type ApproveTaskResponse,
   type CancelTaskResponse,
   type CreateTaskResponse,
+  type CreateTasksResponse,
   type GetTaskResponse,
   type ListTasksRequest,
   type ListTasksResponse,
@@ -44,6 +45,11 @@ export interface ApprovalDecision {
 /** The typed client. Every method rejects with the grpc-js `ServiceError` of a refused call. */
 export interface TaskClient {
   createTask(params: CreateTaskParams): Promise<CreateTaskResponse>;
+  /**
+   * Creates up to 500 tasks in one call, all or none (one transaction): one result per task, in
+   * the order given. Far cheaper per task than `createTask` for batch ingestion.
+   */
+  createTasks(tasks: readonly CreateTaskParams[]): Promise<CreateTaskResponse[]>;
   getTask(taskId: string): Promise<GetTaskResponse>;
   listTasks(request?: Partial<ListTasksRequest>): Promise<ListTasksResponse>;
   /** Cancels at once, or requests the cancel of a running task (`cancel_requested`). */
@@ -73,13 +79,13 @@ export function createTaskClient(options: TaskClientOptions): TaskClient {
   };
 
   return {
-    createTask: (params) =>
-      unary('CreateTask', {
-        type: params.type,
-        priority: params.priority,
-        input: typeof params.input === 'string' ? params.input : JSON.stringify(params.input),
-        idempotency_key: params.idempotencyKey ?? '',
-      }),
+    createTask: (params) => unary('CreateTask', createRequestOf(params)),
+    createTasks: async (tasks) => {
+      const response = await unary<CreateTasksResponse>('CreateTasks', {
+        tasks: tasks.map(createRequestOf),
+      });
+      return response.results;
+    },
     getTask: (taskId) => unary('GetTask', { task_id: taskId }),
     listTasks: (request = {}) => unary('ListTasks', request),
     cancelTask: (taskId, reason = '') => unary('CancelTask', { task_id: taskId, reason }),
@@ -115,5 +121,15 @@ export function createTaskClient(options: TaskClientOptions): TaskClient {
       },
     }),
     close: () => connection.close(),
+  };
+}
+
+/** The wire form of a create. */
+function createRequestOf(params: CreateTaskParams) {
+  return {
+    type: params.type,
+    priority: params.priority,
+    input: typeof params.input === 'string' ? params.input : JSON.stringify(params.input),
+    idempotency_key: params.idempotencyKey ?? '',
   };
 }

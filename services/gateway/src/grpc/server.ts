@@ -200,6 +200,7 @@ function taskServiceImplementation(
   const { unary, streaming } = adapters(TASK_SERVICE_NAME, env);
   return {
     CreateTask: unary('CreateTask', handlers.CreateTask),
+    CreateTasks: unary('CreateTasks', handlers.CreateTasks),
     GetTask: unary('GetTask', handlers.GetTask),
     WatchTask: streaming('WatchTask', handlers.WatchTask),
     ListTasks: unary('ListTasks', handlers.ListTasks),

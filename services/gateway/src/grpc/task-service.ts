@@ -8,6 +8,8 @@ import type {
   CancelTaskResponse,
   CreateTaskRequest,
   CreateTaskResponse,
+  CreateTasksRequest,
+  CreateTasksResponse,
   GetTaskRequest,
   GetTaskResponse,
   ListTasksRequest,
@@ -33,6 +35,7 @@ export const TASK_SERVICE_NAME = 'sluice.v1.TaskService';
  */
 export interface TaskServiceHandlers {
   CreateTask: UnaryMethod<CreateTaskRequest, CreateTaskResponse>;
+  CreateTasks: UnaryMethod<CreateTasksRequest, CreateTasksResponse>;
   GetTask: UnaryMethod<GetTaskRequest, GetTaskResponse>;
   WatchTask: ServerStreamingMethod<WatchTaskRequest, WatchTaskResponse>;
   ListTasks: UnaryMethod<ListTasksRequest, ListTasksResponse>;
@@ -49,6 +52,7 @@ export type TaskServiceMethodName = keyof TaskServiceHandlers;
 /** How each RPC streams; checked against the compiled descriptors when the API is loaded. */
 export const TASK_SERVICE_METHOD_KINDS = {
   CreateTask: 'unary',
+  CreateTasks: 'unary',
   GetTask: 'unary',
   WatchTask: 'server_streaming',
   ListTasks: 'unary',

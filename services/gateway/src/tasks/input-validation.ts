@@ -14,21 +14,26 @@ const addFormats = addFormatsModule as unknown as (ajv: Ajv2020) => Ajv2020;
 /** Deepest nesting accepted in an input (bounds parser and validator work). */
 export const MAX_INPUT_DEPTH = 32;
 
-/** Parses and checks raw input text; returns the JSON value or the error to answer with. */
-export function parseInput(text: string, maxBytes: number): Json | GrpcError {
-  if (text.trim() === '') return invalidArgument('input', 'input is required: a JSON document');
+/**
+ * Parses and checks raw input text; returns the JSON value or the error to answer with.
+ *
+ * @param prefix put before the field an error names, e.g. `tasks[3].` for an entry of a batch.
+ */
+export function parseInput(text: string, maxBytes: number, prefix = ''): Json | GrpcError {
+  const field = `${prefix}input`;
+  if (text.trim() === '') return invalidArgument(field, 'input is required: a JSON document');
   const bytes = Buffer.byteLength(text, 'utf8');
   if (bytes > maxBytes) {
-    return invalidArgument('input', `input is ${bytes} bytes; at most ${maxBytes} are accepted`);
+    return invalidArgument(field, `input is ${bytes} bytes; at most ${maxBytes} are accepted`);
   }
   let value: Json;
   try {
     value = JSON.parse(text) as Json;
   } catch (error) {
-    return invalidArgument('input', `input is not valid JSON: ${(error as Error).message}`);
+    return invalidArgument(field, `input is not valid JSON: ${(error as Error).message}`);
   }
   if (depthOf(value) > MAX_INPUT_DEPTH) {
-    return invalidArgument('input', `input nests deeper than ${MAX_INPUT_DEPTH} levels`);
+    return invalidArgument(field, `input nests deeper than ${MAX_INPUT_DEPTH} levels`);
   }
   return value;
 }
@@ -48,13 +53,17 @@ export class InputValidators {
   private readonly ajv = addFormats(new Ajv2020({ allErrors: false, strict: false }));
   private readonly cache = new Map<string, ValidateFunction>();
 
-  /** Validates `input`; returns the error to answer with, or `undefined` when it is valid. */
-  check(manifest: TaskTypeManifest, input: Json): GrpcError | undefined {
+  /**
+   * Validates `input`; returns the error to answer with, or `undefined` when it is valid.
+   *
+   * @param prefix put before the field the error names, e.g. `tasks[3].` for an entry of a batch.
+   */
+  check(manifest: TaskTypeManifest, input: Json, prefix = ''): GrpcError | undefined {
     const validate = this.validatorOf(manifest);
     if (validate(input)) return undefined;
     const error = validate.errors?.[0];
     return invalidArgument(
-      fieldOf(error),
+      `${prefix}${fieldOf(error)}`,
       `input does not match ${manifest.name} v${manifest.version}: ${describe(error)}`,
     );
   }

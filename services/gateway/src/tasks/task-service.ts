@@ -27,7 +27,9 @@ import {
   withDatabaseSpan,
   type Database,
   type KeyOwner,
+  type SubmitTaskResult,
   type TaskRecord,
+  type TaskTypeManifest,
 } from '@sluice/db';
 import type { Tracer } from '@opentelemetry/api';
 import {
@@ -51,7 +53,6 @@ import {
   alreadyExists,
   failedPrecondition,
   invalidArgument,
-  isGrpcError,
   notFound,
   readBearerKey,
   resourceExhausted,
@@ -60,6 +61,7 @@ import {
 } from '../grpc/index.js';
 import {
   fromTimestamp,
+  type CreateTaskResponse,
   type Timestamp,
   type WatchTaskRequest,
   type WatchTaskResponse,
@@ -67,7 +69,9 @@ import {
 import type { FaultInjection } from '../fault-injection.js';
 import type { EventHub } from './event-hub.js';
 import { waitingReason } from './waiting-reason.js';
-import { InputValidators, parseInput } from './input-validation.js';
+import { InputValidators } from './input-validation.js';
+import { checkBatch, lookUpTypes, submitBatch } from './create-batch.js';
+import { checkCreateRequest } from './create-request.js';
 import {
   cancelTask,
   decideApproval,
@@ -112,14 +116,55 @@ const CREATE_TASK_WITH_KEY_SUMMARY =
 /** Longest accepted approval comment. */
 export const MAX_COMMENT_LENGTH = 4_000;
 
-/** Longest accepted idempotency key. */
-export const MAX_IDEMPOTENCY_KEY_LENGTH = 256;
 /** Page size of `ListTasks` when the caller gives none, and the most it may ask for. */
 export const DEFAULT_PAGE_SIZE = 50;
 export const MAX_PAGE_SIZE = 500;
 
 export function createTaskService(deps: TaskServiceDeps): Partial<TaskServiceHandlers> {
   const validators = new InputValidators();
+  const checks = { validators, maxInputBytes: deps.maxInputBytes };
+  /**
+   * Sheds before anything is written: a rejected create leaves nothing behind, and the same call
+   * (same idempotency keys) after the delay creates each task once. A batch is refused as a whole
+   * when the governor rejects any of its priorities.
+   */
+  const refuseWhenShedding = (priorities: readonly Priority[]): void => {
+    const decision = deps.decisions?.current();
+    const rejected = decision ? priorities.filter((p) => listsPriority(decision.reject, p)) : [];
+    const first = rejected[0];
+    if (!decision || first === undefined) return;
+    for (const priority of rejected) {
+      deps.metrics.admissionRejections.inc({ priority: `P${priority}` });
+    }
+    throw resourceExhausted(
+      `Sluice is shedding P${first} work under load (${decision.reasons[0] ?? decision.level}); retry later`,
+      decision.retry_after_ms || 1_000,
+    );
+  };
+  /** Counts, logs and announces created tasks: one wake-up per first step's resource and priority. */
+  const announceCreated = (
+    created: readonly { task: TaskRecord; taskType: TaskTypeManifest }[],
+  ): void => {
+    const wakes = new Map<string, { resource: string; priority: Priority }>();
+    for (const { task, taskType } of created) {
+      const priority = task.priority as Priority;
+      deps.metrics.tasksCreated.inc({ priority: `P${priority}` });
+      deps.log.info(
+        { task_id: task.id, tenant_id: task.tenantId, type: taskType.name, priority },
+        'task created',
+      );
+      const resource = firstStepOf(taskType).resource;
+      wakes.set(`${resource}\u0000${priority}`, { resource, priority });
+    }
+    // New ready steps are admission's business only (not the outcome or settle passes'); the
+    // step's resource and priority let admission skip the look when that resource is full.
+    for (const step of wakes.values()) {
+      deps.nc.publish(
+        deps.catalog.subjects.wake('dispatch'),
+        encodeMessage({ type: 'wake', reason: 'task.created', step }),
+      );
+    }
+  };
   const authenticate = async (metadata: Metadata): Promise<KeyOwner> => {
     const key = readBearerKey(metadata);
     if (key === undefined) throw unauthenticated();
@@ -222,41 +267,15 @@ export function createTaskService(deps: TaskServiceDeps): Partial<TaskServiceHan
       const request = call.request;
       // The task type is read while the key is checked (two round trips at once, not one after
       // the other); its answer is looked at only once the caller is authenticated.
-      const typeProblem = taskTypeProblem(request.type);
       const typeLookup =
-        typeProblem || readBearerKey(call.metadata) === undefined
+        taskTypeProblem(request.type) || readBearerKey(call.metadata) === undefined
           ? undefined
           : findLatestTaskType(deps.db, request.type);
       typeLookup?.catch(() => undefined); // an unauthenticated call never awaits it
       const { tenantId } = await authenticate(call.metadata);
-      if (typeProblem) throw invalidArgument('type', typeProblem);
-      const priority = priorityFromApi(request.priority);
-      if (priority === undefined) {
-        throw invalidArgument('priority', 'priority must be one of PRIORITY_P0 … PRIORITY_P3');
-      }
-      const key = request.idempotency_key;
-      if (key.length > MAX_IDEMPOTENCY_KEY_LENGTH || /[\p{Cc}]/u.test(key)) {
-        throw invalidArgument(
-          'idempotency_key',
-          `idempotency_key must be at most ${MAX_IDEMPOTENCY_KEY_LENGTH} printable characters`,
-        );
-      }
-      const input = parseInput(request.input, deps.maxInputBytes);
-      if (isGrpcError(input)) throw input;
-      const taskType = await typeLookup;
-      if (!taskType) throw invalidArgument('type', `unknown task type "${request.type}"`);
-      const inputError = validators.check(taskType, input);
-      if (inputError) throw inputError;
-      // Shed before anything is written: a rejected create leaves nothing behind, and the same
-      // call (same idempotency key) after the delay creates the task once.
-      const decision = deps.decisions?.current();
-      if (decision && listsPriority(decision.reject, priority)) {
-        deps.metrics.admissionRejections.inc({ priority: `P${priority}` });
-        throw resourceExhausted(
-          `Sluice is shedding P${priority} work under load (${decision.reasons[0] ?? decision.level}); retry later`,
-          decision.retry_after_ms || 1_000,
-        );
-      }
+      const create = checkCreateRequest(request, await typeLookup, { ...checks, prefix: '' });
+      const { taskType, priority, idempotencyKey: key } = create;
+      refuseWhenShedding([priority]);
 
       const attributes = {
         [ATTR_TENANT]: tenantId,
@@ -266,60 +285,57 @@ export function createTaskService(deps: TaskServiceDeps): Partial<TaskServiceHan
       const result = await withSpan(deps.tracer, 'sluice.task.create', attributes, async (span) => {
         // The root span of the task's trace: stored on the task, continued by every later step.
         const traceParent = traceparentOfActiveSpan();
-        try {
-          // The create transaction, a database client span under this one.
-          const submitted = await withDatabaseSpan(
-            deps.db,
-            { summary: key === '' ? CREATE_TASK_SUMMARY : CREATE_TASK_WITH_KEY_SUMMARY },
-            () =>
-              submitTask(deps.db, {
-                tenantId,
-                taskType,
-                priority,
-                input,
-                ...(key === '' ? {} : { idempotencyKey: key }),
-                ...(traceParent ? { traceParent, traceId: traceIdOf(traceParent) } : {}),
-              }),
-          );
-          if (submitted.kind === 'created') {
-            // The first state change of the task's history, as every later one is.
-            span.setAttribute(ATTR_TASK_ID, submitted.task.id);
-            span.addEvent(EVENT_TASK_TRANSITION, {
-              [ATTR_TASK_EVENT]: 'create',
-              [ATTR_TASK_STATUS_TO]: submitted.task.status,
-            });
-          }
-          return submitted;
-        } catch (error) {
-          if (isSluiceError(error) && error.code === 'already_exists') {
-            throw alreadyExists(error.message);
-          }
-          throw error;
+        // The create transaction, a database client span under this one.
+        const submitted = await withDatabaseSpan(
+          deps.db,
+          { summary: key === '' ? CREATE_TASK_SUMMARY : CREATE_TASK_WITH_KEY_SUMMARY },
+          () =>
+            submitTask(deps.db, {
+              tenantId,
+              taskType,
+              priority,
+              input: create.input,
+              ...(key === '' ? {} : { idempotencyKey: key }),
+              ...(traceParent ? { traceParent, traceId: traceIdOf(traceParent) } : {}),
+            }),
+        ).catch(asAlreadyExists);
+        if (submitted.kind === 'created') {
+          // The first state change of the task's history, as every later one is.
+          span.setAttribute(ATTR_TASK_ID, submitted.task.id);
+          span.addEvent(EVENT_TASK_TRANSITION, {
+            [ATTR_TASK_EVENT]: 'create',
+            [ATTR_TASK_STATUS_TO]: submitted.task.status,
+          });
         }
+        return submitted;
       });
       deps.faultInjection?.afterCreateCommit();
-      if (result.kind === 'deleted') {
-        // A late repeat of a task retention has deleted: the original's id; nothing was created.
-        return { task: tombstoneToApi(result.tombstone), created: false };
-      }
       if (result.kind === 'created') {
-        deps.metrics.tasksCreated.inc({ priority: `P${priority}` });
-        // New ready steps are admission's business only (not the outcome or settle passes'); the
-        // step's resource and priority let admission skip the look when that resource is full.
-        deps.nc.publish(
-          deps.catalog.subjects.wake('dispatch'),
-          encodeMessage({
-            type: 'wake',
-            reason: 'task.created',
-            step: { resource: firstStepOf(taskType).resource, priority },
-          }),
-        );
-        deps.log.info(
-          { task_id: result.task.id, tenant_id: tenantId, type: taskType.name, priority },
-          'task created',
-        );
+        announceCreated([{ task: result.task, taskType }]);
       }
-      return { task: taskToApi(result.task), created: result.kind === 'created' };
+      return createResponse(result);
+    },
+
+    async CreateTasks(call) {
+      const entries = call.request.tasks ?? [];
+      // The batch's types are read while the key is checked, as for CreateTask.
+      const types =
+        readBearerKey(call.metadata) === undefined
+          ? new Map<string, Promise<TaskTypeManifest | undefined>>()
+          : lookUpTypes(deps.db, entries);
+      const { tenantId } = await authenticate(call.metadata);
+      const batch = await checkBatch(entries, types, checks);
+      refuseWhenShedding(batch.map((create) => create.priority));
+      const results = await submitBatch(deps, tenantId, batch).catch(asAlreadyExists);
+      deps.faultInjection?.afterCreateCommit();
+      announceCreated(
+        results.flatMap((result, index) =>
+          result.kind === 'created'
+            ? [{ task: result.task, taskType: batch[index]!.taskType }]
+            : [],
+        ),
+      );
+      return { results: results.map(createResponse) };
     },
 
     async GetTask(call) {
@@ -435,6 +451,21 @@ export function createTaskService(deps: TaskServiceDeps): Partial<TaskServiceHan
  * mistake (`INVALID_ARGUMENT`, as the API documents), not a task that happens to be missing; and it
  * must never reach a query that casts it to `uuid`, where Postgres would reject it as an error.
  */
+/** A `SluiceError` `already_exists` (a key used for another request) as its gRPC error. */
+function asAlreadyExists(error: unknown): never {
+  if (isSluiceError(error) && error.code === 'already_exists') throw alreadyExists(error.message);
+  throw error;
+}
+
+/** The API's answer to one create: the task, or the tombstone of a deleted original. */
+function createResponse(result: SubmitTaskResult): CreateTaskResponse {
+  if (result.kind === 'deleted') {
+    // A late repeat of a task retention has deleted: the original's id; nothing was created.
+    return { task: tombstoneToApi(result.tombstone), created: false };
+  }
+  return { task: taskToApi(result.task), created: result.kind === 'created' };
+}
+
 function checkTaskId(taskId: string): void {
   if (taskId === '') throw invalidArgument('task_id', 'task_id is required');
   if (!isUuid(taskId)) throw invalidArgument('task_id', 'task_id must be a task id (a UUID)');

@@ -1,0 +1,263 @@
+/**
+ * Batch creation against the real Postgres: a batch writes what one create per entry would, in
+ * order; keys behave per entry (repeats, conflicts that undo the whole batch, keys of deleted
+ * tasks, a race with retention); concurrent batches sharing keys neither deadlock nor duplicate.
+ */
+import assert from 'node:assert/strict';
+import { afterEach, beforeEach, describe, it } from 'node:test';
+import { SluiceError, type Json } from '@sluice/core';
+import { openDatabase, type DatabaseHandle } from '../client.js';
+import { migrateDatabase } from '../migrate.js';
+import { createTestDatabase, migratedTemplate, type TestDatabase } from '../testing/index.js';
+import { deleteFinishedTasks } from './retention.js';
+import { submitTasks } from './task-batch.js';
+import { registerTaskType, type TaskTypeManifest } from './task-types.js';
+import { createTask, submitTask, type NewTask, type SubmitTaskResult } from './tasks.js';
+import { createTenant } from './tenants.js';
+
+const manifest: TaskTypeManifest = {
+  name: 'two-steps',
+  version: 1,
+  description: '',
+  inputSchema: { type: 'object' },
+  firstStep: 'first',
+  steps: [
+    { name: 'first', resource: 'llm', timeoutMs: 1000, maxAttempts: 1 },
+    { name: 'second', resource: 'tool:http', timeoutMs: 1000, maxAttempts: 1 },
+  ],
+};
+
+const DAY_MS = 24 * 60 * 60 * 1_000;
+
+let database: TestDatabase;
+let handle: DatabaseHandle;
+
+beforeEach(async () => {
+  database = await createTestDatabase({ template: await migratedTemplate(migrateDatabase) });
+  handle = openDatabase(database.url, { max: 8 });
+  await createTenant(handle.db, { id: 'acme' });
+  await registerTaskType(handle.db, manifest);
+});
+
+afterEach(async () => {
+  await handle?.close();
+  await database?.drop();
+});
+
+function request(extra: Partial<NewTask> = {}): NewTask {
+  return { tenantId: 'acme', taskType: manifest, priority: 2, input: { n: 1 }, ...extra };
+}
+
+function idOf(result: SubmitTaskResult): string {
+  return result.kind === 'deleted' ? result.tombstone.taskId : result.task.id;
+}
+
+async function count(table: 'tasks' | 'task_steps' | 'task_events'): Promise<number> {
+  const [row] = await handle.sql<
+    { n: number }[]
+  >`select count(*)::int as n from ${handle.sql(table)}`;
+  return row?.n ?? -1;
+}
+
+/** A row as `to_jsonb` gives it. */
+type JsonRow = { row: unknown };
+
+/** What a task's rows say, without what differs between any two tasks (ids, times). */
+async function rowsOf(taskId: string) {
+  const [task] = await handle.sql<JsonRow[]>`
+    select to_jsonb(t) - array['id', 'created_at', 'updated_at'] as row
+    from tasks t where id = ${taskId}`;
+  const events = await handle.sql<JsonRow[]>`
+    select to_jsonb(e) - array['id', 'task_id', 'created_at'] as row
+    from task_events e where task_id = ${taskId} order by seq`;
+  const steps = await handle.sql<JsonRow[]>`
+    select to_jsonb(s) - array['id', 'task_id', 'due_at', 'created_at'] as row
+    from task_steps s where task_id = ${taskId} order by seq`;
+  return {
+    task: task?.row,
+    events: events.map((e) => e.row),
+    steps: steps.map((s) => s.row),
+  };
+}
+
+describe('submitTasks', () => {
+  it('writes each entry as createTask writes one task, and answers in the order given', async () => {
+    const traceParent = '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01';
+    const entries = [
+      request({ input: { n: 1 }, priority: 0 }),
+      request({ input: { n: 2 }, traceParent, traceId: '0af7651916cd43dd8448eb211c80319c' }),
+      request({ input: { nested: { list: [1, 'two', null] } } as Json, priority: 3 }),
+    ];
+    const results = await submitTasks(handle.db, entries);
+    assert.deepEqual(
+      results.map((r) => r.kind),
+      ['created', 'created', 'created'],
+    );
+    for (const [index, result] of results.entries()) {
+      assert.ok(result.kind === 'created');
+      assert.deepEqual(result.task.input, entries[index]?.input);
+      assert.equal(result.task.priority, entries[index]?.priority);
+      const twin = await createTask(handle.db, entries[index] ?? request());
+      assert.deepEqual(await rowsOf(result.task.id), await rowsOf(twin.task.id));
+    }
+    assert.equal(await count('tasks'), 6);
+    assert.deepEqual(await submitTasks(handle.db, []), []);
+  });
+
+  it('answers a repeated key with the existing task and creates only the new entries', async () => {
+    const first = await submitTask(handle.db, request({ idempotencyKey: 'a', input: { n: 1 } }));
+    const results = await submitTasks(handle.db, [
+      request({ idempotencyKey: 'b', input: { n: 2 } }),
+      request({ idempotencyKey: 'a', input: { n: 1 } }),
+      request({ input: { n: 3 } }),
+    ]);
+    assert.deepEqual(
+      results.map((r) => r.kind),
+      ['created', 'existing', 'created'],
+    );
+    assert.equal(idOf(results[1]!), idOf(first));
+    // The whole batch again: nothing new, the same tasks.
+    const again = await submitTasks(handle.db, [
+      request({ idempotencyKey: 'b', input: { n: 2 } }),
+      request({ idempotencyKey: 'a', input: { n: 1 } }),
+    ]);
+    assert.deepEqual(
+      again.map((r) => [r.kind, idOf(r)]),
+      [
+        ['existing', idOf(results[0]!)],
+        ['existing', idOf(first)],
+      ],
+    );
+    assert.equal(await count('tasks'), 3);
+    assert.equal(await count('task_steps'), 3);
+    assert.equal(await count('task_events'), 3);
+  });
+
+  it('refuses the whole batch when one key was used for another request, writing nothing', async () => {
+    await submitTask(handle.db, request({ idempotencyKey: 'taken', input: { n: 1 } }));
+    await assert.rejects(
+      submitTasks(handle.db, [
+        request({ idempotencyKey: 'fresh' }),
+        request({ input: { n: 5 } }),
+        request({ idempotencyKey: 'taken', input: { n: 2 } }),
+      ]),
+      (error: unknown) =>
+        error instanceof SluiceError &&
+        error.code === 'already_exists' &&
+        error.message.includes('"taken"'),
+    );
+    assert.equal(await count('tasks'), 1);
+    assert.equal(await count('task_steps'), 1);
+    assert.equal(await count('task_events'), 1);
+  });
+
+  it('answers a key of a deleted task from its tombstone and creates the rest', async () => {
+    const original = await finishedTask({ idempotencyKey: 'old', input: { n: 9 } });
+    assert.equal((await deleteFinishedTasks(handle.db, olderThan(7 * DAY_MS))).tombstones, 1);
+    const results = await submitTasks(handle.db, [
+      request({ idempotencyKey: 'new' }),
+      request({ idempotencyKey: 'old', input: { n: 9 } }),
+      request(),
+    ]);
+    assert.deepEqual(
+      results.map((r) => r.kind),
+      ['created', 'deleted', 'created'],
+    );
+    assert.equal(idOf(results[1]!), original);
+    assert.equal(await count('tasks'), 2);
+    assert.equal(await count('task_steps'), 2);
+    // A different request under the deleted task's key is refused, as for a live one.
+    await assert.rejects(
+      submitTasks(handle.db, [request({ idempotencyKey: 'old', input: { n: 10 } })]),
+      { code: 'already_exists' },
+    );
+  });
+
+  it('finds the tombstone when its insert waited for retention deleting the key holder', async () => {
+    const original = await finishedTask({ idempotencyKey: 'race' });
+    let racing: Promise<SubmitTaskResult[]> | undefined;
+    await handle.db.transaction(async (tx) => {
+      assert.equal((await deleteFinishedTasks(tx, olderThan(7 * DAY_MS))).tasks, 1);
+      racing = submitTasks(handle.db, [request({ idempotencyKey: 'race' }), request()]);
+      await waitForLockWaiter();
+    });
+    assert.ok(racing);
+    const results = await racing;
+    assert.deepEqual(
+      results.map((r) => r.kind),
+      ['deleted', 'created'],
+    );
+    assert.equal(idOf(results[0]!), original);
+    assert.equal(await count('tasks'), 1);
+  });
+
+  it('makes one task per key of concurrent batches that share keys, in any order', async () => {
+    const keys = Array.from({ length: 40 }, (_, i) => `k-${i}`);
+    const batchOf = (order: string[]) =>
+      submitTasks(
+        handle.db,
+        order.map((key) => request({ idempotencyKey: key, input: { key } })),
+      );
+    const batches = await Promise.all([
+      batchOf(keys),
+      batchOf([...keys].reverse()),
+      batchOf(keys.filter((_, i) => i % 2 === 0)),
+      batchOf([...keys].reverse()),
+    ]);
+    const idByKey = new Map<string, string>();
+    let created = 0;
+    for (const [b, results] of batches.entries()) {
+      for (const result of results) {
+        assert.ok(result.kind !== 'deleted');
+        const key = result.task.idempotencyKey ?? '';
+        assert.equal(idByKey.get(key) ?? result.task.id, result.task.id, `batch ${b} key ${key}`);
+        idByKey.set(key, result.task.id);
+        if (result.kind === 'created') created++;
+      }
+    }
+    assert.equal(idByKey.size, keys.length);
+    assert.equal(created, keys.length);
+    assert.equal(await count('tasks'), keys.length);
+  });
+
+  it('refuses a batch that repeats a key, or mixes tenants', async () => {
+    await assert.rejects(
+      submitTasks(handle.db, [request({ idempotencyKey: 'x' }), request({ idempotencyKey: 'x' })]),
+      /repeats an idempotency key/,
+    );
+    await assert.rejects(
+      submitTasks(handle.db, [request(), request({ tenantId: 'globex' })]),
+      /one tenant/,
+    );
+    assert.equal(await count('tasks'), 0);
+  });
+});
+
+/** A task of `acme` that succeeded ten days ago, its events published; returns its id. */
+async function finishedTask(extra: Partial<NewTask>): Promise<string> {
+  const { task } = await createTask(handle.db, request(extra));
+  const finishedAt = new Date(Date.now() - 10 * DAY_MS).toISOString();
+  await handle.sql`update tasks set status = 'succeeded', finished_at = ${finishedAt}
+    where id = ${task.id}`;
+  await handle.sql`update task_steps set status = 'succeeded', finished_at = ${finishedAt}
+    where task_id = ${task.id}`;
+  await handle.sql`update task_events set published_at = now() where task_id = ${task.id}`;
+  return task.id;
+}
+
+function olderThan(ageMs: number) {
+  return { finishedBefore: new Date(Date.now() - ageMs), tombstoneTtlMs: 30 * DAY_MS, limit: 500 };
+}
+
+/** Waits until some session of the test database waits for a lock. */
+async function waitForLockWaiter(): Promise<void> {
+  const deadline = Date.now() + 30_000;
+  while (Date.now() < deadline) {
+    const [row] = await handle.sql<{ n: number }[]>`
+      select count(*)::int as n from pg_stat_activity
+      where datname = current_database() and wait_event_type = 'Lock'`;
+    if ((row?.n ?? 0) > 0) return;
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+  throw new Error('no session started waiting for a lock');
+}

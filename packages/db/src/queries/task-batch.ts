@@ -1,0 +1,279 @@
+/**
+ * Creating many tasks of one tenant at once (`CreateTasks`): all or none, in one statement and one
+ * commit for the whole batch where `submitTask` spends them per task.
+ */
+import { randomUUID } from 'node:crypto';
+import { sql, type SQL } from 'drizzle-orm';
+import { NO_TASK, decideTransition, type TaskStatus } from '@sluice/core';
+import type { Database, Executor } from '../client.js';
+import { recordOf } from '../raw-rows.js';
+import { idempotencyTombstones, tasks } from '../schema.js';
+import type { IdempotencyTombstone } from './retention.js';
+import { checkSameRequest, hashJson, type NewTask, type SubmitTaskResult } from './tasks.js';
+import { firstStepOf } from './task-types.js';
+
+/**
+ * How often a batch is tried again after some of its keys turned out to belong to deleted tasks
+ * (each try answers those entries from their tombstones and inserts the rest). Only a race with
+ * retention deleting more of the batch's keys between two tries needs more than one.
+ */
+const MAX_TRIES = 3;
+
+/** An entry of a batch with what the insert needs beyond the request. */
+interface BatchEntry {
+  readonly index: number;
+  readonly task: NewTask;
+  /** Chosen here, so each returned row can be matched to its entry. */
+  readonly id: string;
+  readonly inputHash: string;
+}
+
+/**
+ * Records every task of `batch` (one tenant's) with its `create` event and its first step (ready,
+ * due now), atomically: either each entry gets its result, in the order given, or nothing is
+ * written. Each entry behaves as {@link submitTask} would: with an idempotency key, a repeat of the
+ * same request answers `existing` (or `deleted`, from the key's tombstone), a different request
+ * under a used key throws `already_exists` for the whole batch.
+ *
+ * The caller refuses batches that repeat a key; two entries with one key throw here.
+ */
+export async function submitTasks(
+  db: Database,
+  batch: readonly NewTask[],
+): Promise<SubmitTaskResult[]> {
+  const created = decideTransition(NO_TASK, { type: 'create' });
+  if (!created.ok) throw new Error(`the transition table refuses create: ${created.reason}`);
+  const status = created.to.status as TaskStatus;
+  const entries = batch.map((task, index): BatchEntry => ({
+    index,
+    task,
+    id: randomUUID(),
+    inputHash: hashJson(task.input),
+  }));
+  const tenantId = checkOneTenant(batch);
+  const keys = checkUniqueKeys(batch);
+  if (tenantId === undefined) return [];
+  if (keys.length === 0) {
+    // Nothing can conflict without keys: the one statement commits on its own (one round trip).
+    const rows = await db.execute(insertStatement(tenantId, entries, status));
+    return answer(entries, new Map(), rowsById(rows));
+  }
+  // Entries whose key belongs to a task retention deleted: answered from the tombstone, not
+  // inserted (an insert of them would succeed, the key being free again).
+  const answered = new Map<number, SubmitTaskResult>();
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await db.transaction((tx) => insertWithKeys(tx, tenantId, entries, status, answered));
+    } catch (error) {
+      if (!(error instanceof KeysOfDeletedTasks) || attempt === MAX_TRIES) throw error;
+      for (const [index, result] of error.results) answered.set(index, result);
+    }
+  }
+}
+
+/**
+ * One try of a batch with keys, in a transaction. As in `submitTask`, the keys' tombstones are read
+ * after the insert (pipelined behind it, one round trip for both), so an insert that waited for
+ * retention deleting a key's holder sees the tombstone that deletion wrote.
+ */
+async function insertWithKeys(
+  tx: Executor,
+  tenantId: string,
+  entries: readonly BatchEntry[],
+  status: TaskStatus,
+  answered: ReadonlyMap<number, SubmitTaskResult>,
+): Promise<SubmitTaskResult[]> {
+  const pending = entries.filter((entry) => !answered.has(entry.index));
+  const pendingKeys = pending.flatMap(({ task }) => task.idempotencyKey ?? []);
+  const [inserted, tombstoneRows] = await Promise.all([
+    tx.execute(insertStatement(tenantId, pending, status)),
+    tx.execute(liveTombstonesStatement(tenantId, pendingKeys)),
+  ]);
+  const rows = rowsById(inserted);
+  const tombstones = new Map<string, IdempotencyTombstone>();
+  for (const raw of tombstoneRows) {
+    const tombstone = recordOf(idempotencyTombstones, raw);
+    tombstones.set(tombstone.idempotencyKey, tombstone);
+  }
+
+  // An inserted entry whose key has a live tombstone repeats a deleted task: roll back, answer it
+  // from the tombstone and try the rest again.
+  const ofDeleted = new Map<number, SubmitTaskResult>();
+  for (const entry of pending) {
+    const key = entry.task.idempotencyKey;
+    const tombstone = key === undefined ? undefined : tombstones.get(key);
+    if (rows.has(entry.id) && tombstone) {
+      const holder = checkSameRequest(tombstone, entry.task, entry.inputHash);
+      ofDeleted.set(entry.index, { kind: 'deleted', tombstone: holder });
+    }
+  }
+  if (ofDeleted.size > 0) throw new KeysOfDeletedTasks(ofDeleted);
+
+  // Entries that were not inserted ran into a key that already has a holder.
+  const conflicted = pending.filter((entry) => !rows.has(entry.id));
+  const holders = await keyHolders(
+    tx,
+    tenantId,
+    conflicted.flatMap(({ task }) => task.idempotencyKey ?? []),
+  );
+  const repeats = new Map<number, SubmitTaskResult>(answered);
+  for (const entry of conflicted) {
+    const key = entry.task.idempotencyKey;
+    if (key === undefined) throw new Error('insert of a task without idempotency key was skipped');
+    const holder = holders.get(key);
+    if (holder) {
+      repeats.set(entry.index, {
+        kind: 'existing',
+        task: checkSameRequest(holder, entry.task, entry.inputHash),
+      });
+      continue;
+    }
+    // The holder the insert ran into was deleted since; retention wrote its tombstone in that
+    // commit, which the tombstone read (a later statement) sees.
+    const tombstone = tombstones.get(key);
+    if (!tombstone) throw new Error(`idempotency key ${key} conflicted but no task holds it`);
+    repeats.set(entry.index, {
+      kind: 'deleted',
+      tombstone: checkSameRequest(tombstone, entry.task, entry.inputHash),
+    });
+  }
+  return answer(entries, repeats, rows);
+}
+
+/** Every entry's result, in the order of the batch. */
+function answer(
+  entries: readonly BatchEntry[],
+  repeats: ReadonlyMap<number, SubmitTaskResult>,
+  rows: ReadonlyMap<string, Record<string, unknown>>,
+): SubmitTaskResult[] {
+  return entries.map((entry) => {
+    const repeat = repeats.get(entry.index);
+    if (repeat) return repeat;
+    const row = rows.get(entry.id);
+    if (!row) throw new Error(`the batch insert returned no row for entry ${entry.index}`);
+    return { kind: 'created', task: recordOf(tasks, row) };
+  });
+}
+
+/**
+ * The tasks, their `create` events and first steps in one statement (data-modifying CTEs, the
+ * rows as one JSON parameter), returning the inserted task rows; an entry whose key already has a
+ * task is skipped. Keyed rows go in key order, so two batches that share keys wait for each other
+ * in the same order instead of deadlocking.
+ */
+function insertStatement(
+  tenantId: string,
+  entries: readonly BatchEntry[],
+  status: TaskStatus,
+): SQL {
+  const rows = entries.map(({ task, id, inputHash }) => {
+    const firstStep = firstStepOf(task.taskType);
+    return {
+      id,
+      type: task.taskType.name,
+      type_version: task.taskType.version,
+      priority: task.priority,
+      input: task.input,
+      input_hash: inputHash,
+      idempotency_key: task.idempotencyKey ?? null,
+      current_step: firstStep.name,
+      resource: firstStep.resource,
+      trace_id: task.traceId ?? null,
+      trace_parent: task.traceParent ?? null,
+    };
+  });
+  return sql`
+    with input as (
+      select * from jsonb_to_recordset(${JSON.stringify(rows)}::jsonb) as i(
+        id uuid, type text, type_version integer, priority smallint, input jsonb,
+        input_hash text, idempotency_key text, current_step text, resource text, trace_id text,
+        trace_parent text)
+    ),
+    inserted as (
+      insert into tasks (id, tenant_id, type, type_version, priority, input, input_hash,
+                         idempotency_key, status, current_step, last_event_seq, trace_id,
+                         trace_parent)
+      select id, ${tenantId}, type, type_version, priority, input, input_hash, idempotency_key,
+             ${status}, current_step, 1, trace_id, trace_parent
+      from input
+      order by idempotency_key nulls last
+      on conflict (tenant_id, idempotency_key) where idempotency_key is not null do nothing
+      returning *
+    ),
+    create_event as (
+      insert into task_events (task_id, tenant_id, seq, type, from_status, to_status, step, data)
+      select id, tenant_id, 1, 'create', null, status, current_step,
+             jsonb_build_object('priority', priority, 'type', type)
+      from inserted
+    ),
+    first_step as (
+      insert into task_steps (task_id, seq, name, resource, tenant_id, priority, status, input)
+      select inserted.id, 1, inserted.current_step, input.resource, inserted.tenant_id,
+             inserted.priority, 'ready', inserted.input
+      from inserted join input on input.id = inserted.id
+    )
+    select * from inserted`;
+}
+
+/** The live tombstones of `keys`, raw (pipelined behind the insert). */
+function liveTombstonesStatement(tenantId: string, keys: readonly string[]): SQL {
+  return sql`
+    select * from idempotency_tombstones
+    where tenant_id = ${tenantId} and idempotency_key = any(${toTextArray(keys)})
+      and expires_at > now()`;
+}
+
+/** The tasks holding `keys`, by key. */
+async function keyHolders(
+  tx: Executor,
+  tenantId: string,
+  keys: readonly string[],
+): Promise<Map<string, typeof tasks.$inferSelect>> {
+  const holders = new Map<string, typeof tasks.$inferSelect>();
+  if (keys.length === 0) return holders;
+  const rows = await tx.execute(sql`
+    select * from tasks
+    where tenant_id = ${tenantId} and idempotency_key = any(${toTextArray(keys)})`);
+  for (const raw of rows) {
+    const task = recordOf(tasks, raw);
+    if (task.idempotencyKey !== null) holders.set(task.idempotencyKey, task);
+  }
+  return holders;
+}
+
+/**
+ * `keys` as an array for `= any(…)`, passed as one JSON parameter. Built by an init plan, it is
+ * estimated at 10 elements, so the planner probes the (tenant, key) index (see `inputTaskIds`).
+ */
+function toTextArray(keys: readonly string[]): SQL {
+  return sql`array(select jsonb_array_elements_text(${JSON.stringify(keys)}::jsonb))`;
+}
+
+function rowsById(rows: Iterable<Record<string, unknown>>): Map<string, Record<string, unknown>> {
+  const byId = new Map<string, Record<string, unknown>>();
+  for (const row of rows) byId.set(String(row['id']), row);
+  return byId;
+}
+
+function checkOneTenant(batch: readonly NewTask[]): string | undefined {
+  const tenantId = batch[0]?.tenantId;
+  if (batch.some((task) => task.tenantId !== tenantId)) {
+    throw new Error('a batch of tasks belongs to one tenant');
+  }
+  return tenantId;
+}
+
+function checkUniqueKeys(batch: readonly NewTask[]): string[] {
+  const keys = batch.flatMap((task) => task.idempotencyKey ?? []);
+  if (new Set(keys).size !== keys.length) {
+    throw new Error('a batch of tasks repeats an idempotency key');
+  }
+  return keys;
+}
+
+/** Rolls a try back: some of its inserted entries repeat deleted tasks (by their keys). */
+class KeysOfDeletedTasks extends Error {
+  constructor(readonly results: ReadonlyMap<number, SubmitTaskResult>) {
+    super(`${results.size} idempotency keys of deleted tasks`);
+  }
+}

@@ -1,0 +1,163 @@
+/**
+ * The parts of `CreateTasks` that differ from `CreateTask`: the batch's own checks (its size, each
+ * entry's, keys repeated inside it), one root span per task, and one transaction for all.
+ */
+import type { CreateTaskRequest } from '@sluice/api';
+import { taskTypeProblem } from '@sluice/core';
+import {
+  findLatestTaskType,
+  submitTasks,
+  withDatabaseSpan,
+  type Database,
+  type SubmitTaskResult,
+  type TaskTypeManifest,
+} from '@sluice/db';
+import { SpanStatusCode, type Span, type Tracer } from '@opentelemetry/api';
+import {
+  ATTR_PRIORITY,
+  ATTR_TASK_EVENT,
+  ATTR_TASK_ID,
+  ATTR_TASK_STATUS_TO,
+  ATTR_TASK_TYPE,
+  ATTR_TENANT,
+  EVENT_TASK_TRANSITION,
+  activeSpan,
+  traceIdOf,
+  traceparentOf,
+} from '@sluice/telemetry';
+import { invalidArgument } from '../grpc/index.js';
+import {
+  checkCreateRequest,
+  type CheckedCreate,
+  type CreateCheckContext,
+} from './create-request.js';
+
+/** Most entries of one `CreateTasks` call. */
+export const MAX_BATCH_TASKS = 500;
+
+/** `db.query.summary` of the batch's statement (with keys, their tombstones are read after it). */
+const CREATE_TASKS_SUMMARY = 'INSERT tasks INSERT task_events INSERT task_steps';
+
+/**
+ * Starts looking up the latest version of every valid type the batch names, by name: a few reads
+ * at once, while the caller's key is checked. Invalid names are left to the entry checks.
+ */
+export function lookUpTypes(
+  db: Database,
+  entries: readonly CreateTaskRequest[],
+): Map<string, Promise<TaskTypeManifest | undefined>> {
+  const lookups = new Map<string, Promise<TaskTypeManifest | undefined>>();
+  if (entries.length > MAX_BATCH_TASKS) return lookups;
+  for (const { type } of entries) {
+    if (lookups.has(type) || taskTypeProblem(type)) continue;
+    const lookup = findLatestTaskType(db, type);
+    lookup.catch(() => undefined); // an unauthenticated call never awaits it
+    lookups.set(type, lookup);
+  }
+  return lookups;
+}
+
+/**
+ * Checks the batch and each entry as `CreateTask` would (fields named `tasks[i].…`), and that no
+ * key repeats inside the batch (which of two entries would win is not the caller's to guess).
+ *
+ * @throws GrpcError `INVALID_ARGUMENT` for the first problem found.
+ */
+export async function checkBatch(
+  entries: readonly CreateTaskRequest[],
+  types: ReadonlyMap<string, Promise<TaskTypeManifest | undefined>>,
+  context: Omit<CreateCheckContext, 'prefix'>,
+): Promise<CheckedCreate[]> {
+  if (entries.length === 0) throw invalidArgument('tasks', 'tasks must hold at least one task');
+  if (entries.length > MAX_BATCH_TASKS) {
+    throw invalidArgument(
+      'tasks',
+      `tasks holds ${entries.length} tasks; at most ${MAX_BATCH_TASKS} are accepted per call`,
+    );
+  }
+  const checked: CheckedCreate[] = [];
+  const firstOfKey = new Map<string, number>();
+  for (const [index, entry] of entries.entries()) {
+    const prefix = `tasks[${index}].`;
+    const taskType = await types.get(entry.type);
+    const create = checkCreateRequest(entry, taskType, { ...context, prefix });
+    const key = create.idempotencyKey;
+    const earlier = firstOfKey.get(key);
+    if (key !== '' && earlier !== undefined) {
+      throw invalidArgument(
+        `${prefix}idempotency_key`,
+        `idempotency_key "${key}" is also the key of tasks[${earlier}]; each task of a batch needs its own`,
+      );
+    }
+    firstOfKey.set(key, index);
+    checked.push(create);
+  }
+  return checked;
+}
+
+/** What {@link submitBatch} needs. */
+export interface SubmitBatchDeps {
+  readonly db: Database;
+  /** Opens each task's root span, whose trace the task keeps. */
+  readonly tracer: Tracer;
+}
+
+/**
+ * Writes the batch in one transaction, each task with a root span of its own (`sluice.task.create`,
+ * linked to the span of the call, which is in the caller's trace): a task's trace holds that task
+ * only, as when it is created alone without a caller's trace.
+ */
+export async function submitBatch(
+  deps: SubmitBatchDeps,
+  tenantId: string,
+  batch: readonly CheckedCreate[],
+): Promise<SubmitTaskResult[]> {
+  const call = activeSpan()?.spanContext();
+  const spans = batch.map((create) =>
+    deps.tracer.startSpan('sluice.task.create', {
+      root: true,
+      attributes: {
+        [ATTR_TENANT]: tenantId,
+        [ATTR_TASK_TYPE]: create.taskType.name,
+        [ATTR_PRIORITY]: `P${create.priority}`,
+      },
+      ...(call ? { links: [{ context: call }] } : {}),
+    }),
+  );
+  try {
+    const results = await withDatabaseSpan(deps.db, { summary: CREATE_TASKS_SUMMARY }, () =>
+      submitTasks(
+        deps.db,
+        batch.map((create, index) => {
+          const traceParent = traceparentOf(spans[index] as Span);
+          return {
+            tenantId,
+            taskType: create.taskType,
+            priority: create.priority,
+            input: create.input,
+            ...(create.idempotencyKey === '' ? {} : { idempotencyKey: create.idempotencyKey }),
+            ...(traceParent ? { traceParent, traceId: traceIdOf(traceParent) } : {}),
+          };
+        }),
+      ),
+    );
+    for (const [index, result] of results.entries()) {
+      const span = spans[index];
+      if (span && result.kind === 'created') {
+        // The first state change of the task's history, as every later one is.
+        span.setAttribute(ATTR_TASK_ID, result.task.id);
+        span.addEvent(EVENT_TASK_TRANSITION, {
+          [ATTR_TASK_EVENT]: 'create',
+          [ATTR_TASK_STATUS_TO]: result.task.status,
+        });
+      }
+    }
+    return results;
+  } catch (error) {
+    const message = error instanceof Error ? error.message : String(error);
+    for (const span of spans) span.setStatus({ code: SpanStatusCode.ERROR, message });
+    throw error;
+  } finally {
+    for (const span of spans) span.end();
+  }
+}
