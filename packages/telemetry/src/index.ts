@@ -54,14 +54,8 @@ export {
   ATTR_RPC_SERVICE,
   ATTR_RPC_SYSTEM,
 } from './conventions.js';
-export {
-  DEFAULT_LOG_LEVEL,
-  LOG_LEVELS,
-  REDACTED,
-  REDACTED_PATHS,
-  createLogger,
-  isLogLevel,
-} from './logger.js';
+export { DEFAULT_LOG_LEVEL, LOG_LEVELS, createLogger, isLogLevel } from './logger.js';
+export { REDACTED, SECRET_KEYS, redactSecrets } from './redaction.js';
 export type { LogLevel, Logger, LoggerOptions } from './logger.js';
 export {
   APPROVAL_WAIT_BUCKETS_SECONDS,

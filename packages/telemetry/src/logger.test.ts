@@ -1,7 +1,8 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import type { DestinationStream } from 'pino';
-import { REDACTED, createLogger, scrubSecrets } from './logger.js';
+import { createLogger, scrubSecrets } from './logger.js';
+import { REDACTED } from './redaction.js';
 import type { LogLevel } from './logger.js';
 import { startTracing, withSpan } from './tracing.js';
 import type { Tracing } from './tracing.js';
@@ -118,6 +119,35 @@ describe('createLogger', () => {
       'nats://127.0.0.1:4222 and postgres://postgres@127.0.0.1:5432/sluice',
     ];
     for (const text of texts) assert.equal(scrubSecrets(text), text);
+  });
+
+  it('censors secrets in the bindings of a child logger', () => {
+    const out = capture();
+    const log = createLogger({ service: 'gateway', destination: out.destination });
+    log.child({ apiKey: SECRET, upstream: { headers: { authorization: SECRET } } }).info('x');
+    const line = out.lines[0] ?? '';
+    assert.ok(!line.includes(SECRET), `secret leaked: ${line}`);
+    const record = only(out.records());
+    assert.equal(record.apiKey, REDACTED);
+    assert.deepEqual(record.upstream, { headers: { authorization: REDACTED } });
+  });
+
+  it('leaves the logged object as it was, and looks into class instances', () => {
+    class Credentials {
+      constructor(
+        readonly user: string,
+        readonly password: string,
+      ) {}
+    }
+    const out = capture();
+    const log = createLogger({ service: 'executor', destination: out.destination });
+    const fields = { db: new Credentials('sluice', SECRET), headers: { token: SECRET } };
+    log.info(fields, 'connecting');
+    assert.equal(fields.db.password, SECRET);
+    assert.equal(fields.headers.token, SECRET);
+    const record = only(out.records());
+    assert.deepEqual(record.db, { user: 'sluice', password: REDACTED });
+    assert.deepEqual(record.headers, { token: REDACTED });
   });
 
   it('keeps fields that are not secrets', () => {

@@ -11,6 +11,7 @@ import { hostname } from 'node:os';
 import { context, isSpanContextValid, trace } from '@opentelemetry/api';
 import { pino } from 'pino';
 import type { DestinationStream, Logger as PinoLogger } from 'pino';
+import { REDACTED, redactSecrets } from './redaction.js';
 
 /** A Sluice logger: pino's, so `child`, `isLevelEnabled` and the level methods are all there. */
 export type Logger = PinoLogger;
@@ -23,43 +24,6 @@ export type LogLevel = (typeof LOG_LEVELS)[number];
 
 /** The level used when none is given. */
 export const DEFAULT_LOG_LEVEL: LogLevel = 'info';
-
-/** The text written in place of a redacted value. */
-export const REDACTED = '[redacted]';
-
-const SECRET_KEYS = [
-  'authorization',
-  'Authorization',
-  '["proxy-authorization"]',
-  'cookie',
-  '["set-cookie"]',
-  'api_key',
-  'apiKey',
-  'key',
-  'secret',
-  'client_secret',
-  'token',
-  'access_token',
-  'refresh_token',
-  'password',
-  'llm_api_key',
-  'llmApiKey',
-  'SLUICE_LLM_API_KEY',
-  '["x-api-key"]',
-] as const;
-
-/**
- * The paths pino censors: each secret key at the top level of the logged object and one level
- * down (`{ headers: { authorization } }`, `{ config: { llm_api_key } }`), plus the headers of a
- * logged request or response object (`{ req: { headers: { authorization } } }`).
- *
- * Redaction covers logged objects only: never interpolate a secret into the message string.
- */
-export const REDACTED_PATHS: readonly string[] = [
-  ...SECRET_KEYS,
-  ...SECRET_KEYS.map((key) => (key.startsWith('[') ? `*${key}` : `*.${key}`)),
-  ...SECRET_KEYS.map((key) => (key.startsWith('[') ? `*.headers${key}` : `*.headers.${key}`)),
-];
 
 /** Options of {@link createLogger}. */
 export interface LoggerOptions {
@@ -89,20 +53,40 @@ export function createLogger(options: LoggerOptions): Logger {
   }
   if (options.service.length === 0) throw new RangeError('logger service name is required');
 
-  return pino(
+  const logger = pino(
     {
       level,
       base: { service: options.service, pid: process.pid, hostname: hostname() },
       timestamp: pino.stdTimeFunctions.isoTime,
-      // Labels read better than pino's numbers for people and log shippers alike.
-      formatters: { level: (label) => ({ level: label }) },
       mixin: activeTraceIds,
-      redact: { paths: [...REDACTED_PATHS], censor: REDACTED },
+      formatters: {
+        // Labels read better than pino's numbers for people and log shippers alike.
+        level: (label) => ({ level: label }),
+        // Secrets by field name in what each call logs (see redaction.ts).
+        log: redactSecrets,
+      },
       hooks: { streamWrite: scrubSecrets },
     },
     options.destination,
   );
+  // pino gives its `bindings` formatter the root's base only, never a child's bindings: those are
+  // censored where they enter. A child is made from its parent's prototype chain, so every
+  // descendant's `child` is this one too.
+  // Taken off the logger unbound on purpose: it is called with the parent as `this` below.
+  const makeChild = Reflect.get(logger, 'child') as unknown as MakeChild;
+  const censoredChild: MakeChild = function (this, bindings, childOptions) {
+    return makeChild.call(this, redactSecrets(bindings), childOptions);
+  };
+  logger.child = censoredChild as unknown as Logger['child'];
+  return logger;
 }
+
+/** pino's `child`, called on the logger it makes a child of. */
+type MakeChild = (
+  this: Logger,
+  bindings: Record<string, unknown>,
+  options?: Parameters<Logger['child']>[1],
+) => Logger;
 
 /**
  * The ids of the active span, or nothing outside a span. A fresh object each call: pino merges
