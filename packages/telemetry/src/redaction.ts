@@ -44,13 +44,17 @@ type Fields = Record<string, unknown>;
  * which the censored values (and the objects holding them) are replaced.
  */
 export function redactSecrets(fields: Fields): Fields {
+  return redact(fields, 0);
+}
+
+/** How deep `redact` is: the logged object, an object in it, a `headers` object in that. */
+type Depth = 0 | 1 | 2;
+
+function redact(fields: Fields, depth: Depth): Fields {
   let result: Fields | undefined;
   for (const key of Object.keys(fields)) {
     const value = fields[key];
-    let replacement: unknown;
-    if (SECRET_KEYS.has(key)) replacement = REDACTED;
-    else if (isFieldObject(value)) replacement = redactNested(value);
-    else continue;
+    const replacement = SECRET_KEYS.has(key) ? REDACTED : redactBelow(key, value, depth);
     if (replacement === value) continue;
     result ??= { ...fields };
     result[key] = replacement;
@@ -58,30 +62,12 @@ export function redactSecrets(fields: Fields): Fields {
   return result ?? fields;
 }
 
-/** One level down, and the `headers` object at that level. */
-function redactNested(fields: Fields): Fields {
-  let result: Fields | undefined;
-  for (const key of Object.keys(fields)) {
-    const value = fields[key];
-    let replacement: unknown;
-    if (SECRET_KEYS.has(key)) replacement = REDACTED;
-    else if (key === 'headers' && isFieldObject(value)) replacement = redactFlat(value);
-    else continue;
-    if (replacement === value) continue;
-    result ??= { ...fields };
-    result[key] = replacement;
-  }
-  return result ?? fields;
-}
-
-function redactFlat(fields: Fields): Fields {
-  let result: Fields | undefined;
-  for (const key of Object.keys(fields)) {
-    if (!SECRET_KEYS.has(key)) continue;
-    result ??= { ...fields };
-    result[key] = REDACTED;
-  }
-  return result ?? fields;
+/** What is looked into below `depth`: any object of the logged one, then only its `headers`. */
+function redactBelow(key: string, value: unknown, depth: Depth): unknown {
+  if (!isFieldObject(value)) return value;
+  if (depth === 0) return redact(value, 1);
+  if (depth === 1 && key === 'headers') return redact(value, 2);
+  return value;
 }
 
 /**

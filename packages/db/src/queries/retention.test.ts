@@ -6,9 +6,13 @@
 import assert from 'node:assert/strict';
 import { afterEach, beforeEach, describe, it } from 'node:test';
 import { SluiceError, type Json } from '@sluice/core';
-import { openDatabase, type DatabaseHandle } from '../client.js';
-import { migrateDatabase } from '../migrate.js';
-import { createTestDatabase, migratedTemplate, type TestDatabase } from '../testing/index.js';
+import type { DatabaseHandle } from '../client.js';
+import {
+  markTaskFinished,
+  openTaskTypeDatabase,
+  waitForLockWaiter,
+  type TaskTypeDatabase,
+} from '../testing/index.js';
 import { insertDeadLetter, markDeadLetterRedriven, purgeDeadLetters } from './dead-letters.js';
 import {
   deleteExpiredTombstones,
@@ -16,9 +20,8 @@ import {
   findLiveTombstone,
   type DeleteFinishedTasksOptions,
 } from './retention.js';
-import { registerTaskType, type TaskTypeManifest } from './task-types.js';
+import type { TaskTypeManifest } from './task-types.js';
 import { createTask, findTask, submitTask, type NewTask, type TaskRecord } from './tasks.js';
-import { createTenant } from './tenants.js';
 import { TimerKind, addTimer } from './timers.js';
 
 const manifest: TaskTypeManifest = {
@@ -32,21 +35,21 @@ const manifest: TaskTypeManifest = {
 
 const DAY_MS = 24 * 60 * 60 * 1_000;
 
-let database: TestDatabase;
+let fixture: TaskTypeDatabase;
 let handle: DatabaseHandle;
 
 // A database per test: retention deletes whatever is old enough, whichever test made it.
 beforeEach(async () => {
-  database = await createTestDatabase({ template: await migratedTemplate(migrateDatabase) });
-  handle = openDatabase(database.url, { max: 6 });
-  await createTenant(handle.db, { id: 'acme' });
-  await createTenant(handle.db, { id: 'globex' });
-  await registerTaskType(handle.db, manifest);
+  fixture = await openTaskTypeDatabase({
+    tenants: ['acme', 'globex'],
+    manifests: [manifest],
+    max: 6,
+  });
+  handle = fixture.handle;
 });
 
 afterEach(async () => {
-  await handle?.close();
-  await database?.drop();
+  await fixture?.close();
 });
 
 function request(extra: Partial<NewTask> = {}): NewTask {
@@ -59,13 +62,7 @@ async function finishedTask(
   extra: Partial<NewTask> & { status?: string } = {},
 ): Promise<TaskRecord> {
   const { task } = await createTask(handle.db, request(extra));
-  const finishedAt = new Date(Date.now() - ageMs).toISOString();
-  await handle.sql`
-    update tasks set status = ${extra.status ?? 'succeeded'}, finished_at = ${finishedAt}
-    where id = ${task.id}`;
-  await handle.sql`update task_steps set status = 'succeeded', finished_at = ${finishedAt}
-    where task_id = ${task.id}`;
-  await handle.sql`update task_events set published_at = now() where task_id = ${task.id}`;
+  await markTaskFinished(handle.sql, task.id, new Date(Date.now() - ageMs), extra.status);
   return task;
 }
 
@@ -268,7 +265,7 @@ describe('idempotency tombstones', () => {
       assert.equal((await deleteFinishedTasks(tx, olderThan(7 * DAY_MS))).tasks, 1);
       // The key is free in the index only once this transaction commits: the insert must wait.
       racing = submitTask(handle.db, request({ idempotencyKey: 'race' }));
-      await waitForLockWaiter();
+      await waitForLockWaiter(handle.sql);
     });
     assert.ok(racing);
     const result = await racing;
@@ -279,16 +276,3 @@ describe('idempotency tombstones', () => {
     assert.equal(count?.n, 0, 'no second task');
   });
 });
-
-/** Waits until some session of the test database waits for a lock. */
-async function waitForLockWaiter(): Promise<void> {
-  const deadline = Date.now() + 30_000;
-  while (Date.now() < deadline) {
-    const [row] = await handle.sql<{ n: number }[]>`
-      select count(*)::int as n from pg_stat_activity
-      where datname = current_database() and wait_event_type = 'Lock'`;
-    if ((row?.n ?? 0) > 0) return;
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
-  throw new Error('no session started waiting for a lock');
-}

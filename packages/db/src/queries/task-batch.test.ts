@@ -6,14 +6,17 @@
 import assert from 'node:assert/strict';
 import { afterEach, beforeEach, describe, it } from 'node:test';
 import { SluiceError, type Json } from '@sluice/core';
-import { openDatabase, type DatabaseHandle } from '../client.js';
-import { migrateDatabase } from '../migrate.js';
-import { createTestDatabase, migratedTemplate, type TestDatabase } from '../testing/index.js';
+import type { DatabaseHandle } from '../client.js';
+import {
+  markTaskFinished,
+  openTaskTypeDatabase,
+  waitForLockWaiter,
+  type TaskTypeDatabase,
+} from '../testing/index.js';
 import { deleteFinishedTasks } from './retention.js';
 import { submitTasks } from './task-batch.js';
-import { registerTaskType, type TaskTypeManifest } from './task-types.js';
+import type { TaskTypeManifest } from './task-types.js';
 import { createTask, submitTask, type NewTask, type SubmitTaskResult } from './tasks.js';
-import { createTenant } from './tenants.js';
 
 const manifest: TaskTypeManifest = {
   name: 'two-steps',
@@ -29,19 +32,16 @@ const manifest: TaskTypeManifest = {
 
 const DAY_MS = 24 * 60 * 60 * 1_000;
 
-let database: TestDatabase;
+let fixture: TaskTypeDatabase;
 let handle: DatabaseHandle;
 
 beforeEach(async () => {
-  database = await createTestDatabase({ template: await migratedTemplate(migrateDatabase) });
-  handle = openDatabase(database.url, { max: 8 });
-  await createTenant(handle.db, { id: 'acme' });
-  await registerTaskType(handle.db, manifest);
+  fixture = await openTaskTypeDatabase({ tenants: ['acme'], manifests: [manifest], max: 8 });
+  handle = fixture.handle;
 });
 
 afterEach(async () => {
-  await handle?.close();
-  await database?.drop();
+  await fixture?.close();
 });
 
 function request(extra: Partial<NewTask> = {}): NewTask {
@@ -179,7 +179,7 @@ describe('submitTasks', () => {
     await handle.db.transaction(async (tx) => {
       assert.equal((await deleteFinishedTasks(tx, olderThan(7 * DAY_MS))).tasks, 1);
       racing = submitTasks(handle.db, [request({ idempotencyKey: 'race' }), request()]);
-      await waitForLockWaiter();
+      await waitForLockWaiter(handle.sql);
     });
     assert.ok(racing);
     const results = await racing;
@@ -236,28 +236,10 @@ describe('submitTasks', () => {
 /** A task of `acme` that succeeded ten days ago, its events published; returns its id. */
 async function finishedTask(extra: Partial<NewTask>): Promise<string> {
   const { task } = await createTask(handle.db, request(extra));
-  const finishedAt = new Date(Date.now() - 10 * DAY_MS).toISOString();
-  await handle.sql`update tasks set status = 'succeeded', finished_at = ${finishedAt}
-    where id = ${task.id}`;
-  await handle.sql`update task_steps set status = 'succeeded', finished_at = ${finishedAt}
-    where task_id = ${task.id}`;
-  await handle.sql`update task_events set published_at = now() where task_id = ${task.id}`;
+  await markTaskFinished(handle.sql, task.id, new Date(Date.now() - 10 * DAY_MS));
   return task.id;
 }
 
 function olderThan(ageMs: number) {
   return { finishedBefore: new Date(Date.now() - ageMs), tombstoneTtlMs: 30 * DAY_MS, limit: 500 };
-}
-
-/** Waits until some session of the test database waits for a lock. */
-async function waitForLockWaiter(): Promise<void> {
-  const deadline = Date.now() + 30_000;
-  while (Date.now() < deadline) {
-    const [row] = await handle.sql<{ n: number }[]>`
-      select count(*)::int as n from pg_stat_activity
-      where datname = current_database() and wait_event_type = 'Lock'`;
-    if ((row?.n ?? 0) > 0) return;
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
-  throw new Error('no session started waiting for a lock');
 }

@@ -17,4 +17,7 @@ export type {
   TestDatabase,
 } from './test-database.js';
 export { startPostgresServer } from './postgres-server.js';
+export { markTaskFinished, waitForLockWaiter } from './task-rows.js';
+export { openTaskTypeDatabase } from './task-type-database.js';
+export type { TaskTypeDatabase, TaskTypeDatabaseOptions } from './task-type-database.js';
 export type { PostgresServer, StartPostgresServerOptions } from './postgres-server.js';
