@@ -7,14 +7,12 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { eq } from 'drizzle-orm';
 import type { TaskStatus } from '@sluice/core';
-import { openDatabase, type DatabaseHandle } from './client.js';
-import { migrateDatabase } from './migrate.js';
+import type { DatabaseHandle } from './client.js';
 import { tasks } from './schema.js';
-import { createTestDatabase, migratedTemplate, type TestDatabase } from './testing/index.js';
+import { openTaskTypeDatabase, type TaskTypeDatabase } from './testing/index.js';
 import { applyLockedTransitions, applyTransition, type TransitionRequest } from './transition.js';
-import { registerTaskType, type TaskTypeManifest } from './queries/task-types.js';
+import type { TaskTypeManifest } from './queries/task-types.js';
 import { createTask, listTaskEvents, lockTasks, type TaskRecord } from './queries/tasks.js';
-import { createTenant } from './queries/tenants.js';
 
 const manifest: TaskTypeManifest = {
   name: 'locked-transitions-test',
@@ -25,19 +23,20 @@ const manifest: TaskTypeManifest = {
   steps: [{ name: 'work', resource: 'tool:x', timeoutMs: 1_000, maxAttempts: 1 }],
 };
 
-let database: TestDatabase;
+let fixture: TaskTypeDatabase;
 let handle: DatabaseHandle;
 
 before(async () => {
-  database = await createTestDatabase({ template: await migratedTemplate(migrateDatabase) });
-  handle = openDatabase(database.url, { max: 4 });
-  await createTenant(handle.db, { id: 'acme' });
-  await registerTaskType(handle.db, manifest);
+  fixture = await openTaskTypeDatabase({
+    tenants: ['acme'],
+    manifests: [manifest],
+    max: 4,
+  });
+  handle = fixture.handle;
 });
 
 after(async () => {
-  await handle.close();
-  await database.drop();
+  await fixture?.close();
 });
 
 /** A new task put in `status` (with progress reported, to see it reset), as earlier work left it. */

@@ -8,11 +8,9 @@ import { setImmediate as nextTurn } from 'node:timers/promises';
 import { after, before, describe, it } from 'node:test';
 import { sql } from 'drizzle-orm';
 import type { Priority } from '@sluice/core';
-import { openDatabase, type DatabaseHandle } from '../client.js';
-import { migrateDatabase } from '../migrate.js';
-import { createTestDatabase, migratedTemplate, type TestDatabase } from '../testing/index.js';
-import { createTenant } from './tenants.js';
-import { registerTaskType, type TaskTypeManifest } from './task-types.js';
+import type { DatabaseHandle } from '../client.js';
+import { openTaskTypeDatabase, type TaskTypeDatabase } from '../testing/index.js';
+import type { TaskTypeManifest } from './task-types.js';
 import { createTask } from './tasks.js';
 import { claimReadySteps, type AdmissionSettings, type ClaimedStep } from './steps.js';
 import { clearTenantLimit, lockAdmission, setResourceLimit, setTenantLimit } from './admission.js';
@@ -28,21 +26,21 @@ const manifest: TaskTypeManifest = {
 
 const settings: AdmissionSettings = { defaultResourceLimit: 64, agingMs: 30_000 };
 
-let database: TestDatabase;
+let fixture: TaskTypeDatabase;
 let handle: DatabaseHandle;
 let made = 0;
 
 before(async () => {
-  database = await createTestDatabase({ template: await migratedTemplate(migrateDatabase) });
-  handle = openDatabase(database.url, { max: 10 });
-  await createTenant(handle.db, { id: 'acme' });
-  await createTenant(handle.db, { id: 'globex' });
-  await registerTaskType(handle.db, manifest);
+  fixture = await openTaskTypeDatabase({
+    tenants: ['acme', 'globex'],
+    manifests: [manifest],
+    max: 10,
+  });
+  handle = fixture.handle;
 });
 
 after(async () => {
-  await handle.close();
-  await database.drop();
+  await fixture?.close();
 });
 
 /** Makes `count` ready steps of `resource`, due `dueAgoMs` ago; returns their ids in order. */

@@ -8,15 +8,13 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { sql, type SQL } from 'drizzle-orm';
-import { openDatabase, type DatabaseHandle, type Executor } from '../client.js';
-import { migrateDatabase } from '../migrate.js';
-import { createTestDatabase, migratedTemplate, type TestDatabase } from '../testing/index.js';
+import type { DatabaseHandle, Executor } from '../client.js';
+import { openTaskTypeDatabase, type TaskTypeDatabase } from '../testing/index.js';
 import { applyLockedTransitions } from '../transition.js';
 import { explainAnalyze } from './explain.js';
 import { startUsualSteps } from './step-start.js';
 import { recordStepOutcomes } from './steps.js';
-import { createTenant } from './tenants.js';
-import { registerTaskType, type TaskTypeManifest } from './task-types.js';
+import type { TaskTypeManifest } from './task-types.js';
 import { createTask, lockTasks } from './tasks.js';
 
 const manifest: TaskTypeManifest = {
@@ -30,15 +28,17 @@ const manifest: TaskTypeManifest = {
 /** Enough rows for the misestimate to pick a sequential scan (it did at 3,000 in a drain). */
 const OTHER_TASKS = 3_000;
 
-let database: TestDatabase;
+let fixture: TaskTypeDatabase;
 let handle: DatabaseHandle;
 let taskId: string;
 
 before(async () => {
-  database = await createTestDatabase({ template: await migratedTemplate(migrateDatabase) });
-  handle = openDatabase(database.url, { max: 4 });
-  await createTenant(handle.db, { id: 'acme' });
-  await registerTaskType(handle.db, manifest);
+  fixture = await openTaskTypeDatabase({
+    tenants: ['acme'],
+    manifests: [manifest],
+    max: 4,
+  });
+  handle = fixture.handle;
   ({
     task: { id: taskId },
   } = await createTask(handle.db, {
@@ -57,8 +57,7 @@ before(async () => {
 });
 
 after(async () => {
-  await handle.close();
-  await database.drop();
+  await fixture?.close();
 });
 
 /** Thrown once the statement under test has been explained: the code under test stops there. */

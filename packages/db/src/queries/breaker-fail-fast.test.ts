@@ -10,9 +10,8 @@ import assert from 'node:assert/strict';
 import { after, before, beforeEach, describe, it } from 'node:test';
 import { sql } from 'drizzle-orm';
 import { CLOSED_BREAKER } from '@sluice/core';
-import { openDatabase, type DatabaseHandle } from '../client.js';
-import { migrateDatabase } from '../migrate.js';
-import { createTestDatabase, migratedTemplate, type TestDatabase } from '../testing/index.js';
+import type { DatabaseHandle } from '../client.js';
+import { openTaskTypeDatabase, type TaskTypeDatabase } from '../testing/index.js';
 import { GOVERNOR_LEADER_ROLE, saveBreaker } from './breakers.js';
 import { advanceLeaderEpoch } from './leader-epochs.js';
 import {
@@ -21,9 +20,8 @@ import {
   findFailFastSteps,
 } from './breaker-fail-fast.js';
 import { lockUnappliedOutcomes } from './steps.js';
-import { registerTaskType, type TaskTypeManifest, type WhileBreakerOpen } from './task-types.js';
+import type { TaskTypeManifest, WhileBreakerOpen } from './task-types.js';
 import { createTask, findTask, listTaskEvents } from './tasks.js';
-import { createTenant } from './tenants.js';
 
 const FLAKY = 'tool:flaky';
 
@@ -51,20 +49,21 @@ const waiting = manifestOf('waits', 'wait');
 /** Registered as before the field existed: reads as `wait`. */
 const legacy = manifestOf('legacy');
 
-let database: TestDatabase;
+let fixture: TaskTypeDatabase;
 let handle: DatabaseHandle;
 let made = 0;
 
 before(async () => {
-  database = await createTestDatabase({ template: await migratedTemplate(migrateDatabase) });
-  handle = openDatabase(database.url, { max: 6 });
-  await createTenant(handle.db, { id: 'acme' });
-  for (const manifest of [failing, waiting, legacy]) await registerTaskType(handle.db, manifest);
+  fixture = await openTaskTypeDatabase({
+    tenants: ['acme'],
+    manifests: [failing, waiting, legacy],
+    max: 6,
+  });
+  handle = fixture.handle;
 });
 
 after(async () => {
-  await handle.close();
-  await database.drop();
+  await fixture?.close();
 });
 
 beforeEach(async () => {

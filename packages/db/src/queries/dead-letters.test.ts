@@ -6,9 +6,8 @@ import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import type { SerializedStepError } from '@sluice/core';
-import { openDatabase, type DatabaseHandle } from '../client.js';
-import { migrateDatabase } from '../migrate.js';
-import { createTestDatabase, migratedTemplate, type TestDatabase } from '../testing/index.js';
+import type { DatabaseHandle } from '../client.js';
+import { openTaskTypeDatabase, type TaskTypeDatabase } from '../testing/index.js';
 import {
   deadLettersOfTask,
   insertDeadLetter,
@@ -17,9 +16,8 @@ import {
   markDeadLetterRedriven,
   purgeDeadLetters,
 } from './dead-letters.js';
-import { registerTaskType, type TaskTypeManifest } from './task-types.js';
+import type { TaskTypeManifest } from './task-types.js';
 import { createTask } from './tasks.js';
-import { createTenant } from './tenants.js';
 
 const manifest: TaskTypeManifest = {
   name: 'one-step',
@@ -36,20 +34,20 @@ const error: SerializedStepError = {
   retryable: true,
 };
 
-let database: TestDatabase;
+let fixture: TaskTypeDatabase;
 let handle: DatabaseHandle;
 
 before(async () => {
-  database = await createTestDatabase({ template: await migratedTemplate(migrateDatabase) });
-  handle = openDatabase(database.url, { max: 4 });
-  await createTenant(handle.db, { id: 'acme' });
-  await createTenant(handle.db, { id: 'globex' });
-  await registerTaskType(handle.db, manifest);
+  fixture = await openTaskTypeDatabase({
+    tenants: ['acme', 'globex'],
+    manifests: [manifest],
+    max: 4,
+  });
+  handle = fixture.handle;
 });
 
 after(async () => {
-  await handle?.close();
-  await database?.drop();
+  await fixture?.close();
 });
 
 /** A new task of `tenantId` with one dead letter; returns the letter's id and the task's. */

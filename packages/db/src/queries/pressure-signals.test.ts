@@ -7,11 +7,9 @@
 import assert from 'node:assert/strict';
 import { after, before, beforeEach, describe, it } from 'node:test';
 import { sql, type SQL } from 'drizzle-orm';
-import { openDatabase, type DatabaseHandle } from '../client.js';
-import { migrateDatabase } from '../migrate.js';
-import { createTestDatabase, migratedTemplate, type TestDatabase } from '../testing/index.js';
-import { createTenant } from './tenants.js';
-import { registerTaskType, type TaskTypeManifest } from './task-types.js';
+import type { DatabaseHandle } from '../client.js';
+import { openTaskTypeDatabase, type TaskTypeDatabase } from '../testing/index.js';
+import type { TaskTypeManifest } from './task-types.js';
 import { createTask } from './tasks.js';
 import { explainAnalyze } from './explain.js';
 import {
@@ -32,16 +30,18 @@ const manifest: TaskTypeManifest = {
   steps: [{ name: 'only', resource: 'llm', timeoutMs: 1000, maxAttempts: 1 }],
 };
 
-let database: TestDatabase;
+let fixture: TaskTypeDatabase;
 let handle: DatabaseHandle;
 let taskId: string;
 let seq = 100;
 
 before(async () => {
-  database = await createTestDatabase({ template: await migratedTemplate(migrateDatabase) });
-  handle = openDatabase(database.url, { max: 6 });
-  await createTenant(handle.db, { id: 'acme' });
-  await registerTaskType(handle.db, manifest);
+  fixture = await openTaskTypeDatabase({
+    tenants: ['acme'],
+    manifests: [manifest],
+    max: 6,
+  });
+  handle = fixture.handle;
   ({
     task: { id: taskId },
   } = await createTask(handle.db, {
@@ -53,8 +53,7 @@ before(async () => {
 });
 
 after(async () => {
-  await handle.close();
-  await database.drop();
+  await fixture?.close();
 });
 
 beforeEach(async () => {

@@ -6,15 +6,13 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { eq } from 'drizzle-orm';
 import type { Json, StepOutcome } from '@sluice/core';
-import { openDatabase, type DatabaseHandle } from '../client.js';
-import { migrateDatabase } from '../migrate.js';
+import type { DatabaseHandle } from '../client.js';
 import { taskSteps, tasks } from '../schema.js';
-import { createTestDatabase, migratedTemplate, type TestDatabase } from '../testing/index.js';
+import { openTaskTypeDatabase, type TaskTypeDatabase } from '../testing/index.js';
 import { appendTaskEvent } from './events.js';
 import { latestApproval, outputsBefore, recordStepProgress } from './step-context.js';
-import { registerTaskType, type TaskTypeManifest } from './task-types.js';
+import type { TaskTypeManifest } from './task-types.js';
 import { createTask, listTaskEvents } from './tasks.js';
-import { createTenant } from './tenants.js';
 
 const manifest: TaskTypeManifest = {
   name: 'context-test',
@@ -30,19 +28,20 @@ const manifest: TaskTypeManifest = {
   })),
 };
 
-let database: TestDatabase;
+let fixture: TaskTypeDatabase;
 let handle: DatabaseHandle;
 
 before(async () => {
-  database = await createTestDatabase({ template: await migratedTemplate(migrateDatabase) });
-  handle = openDatabase(database.url, { max: 4 });
-  await createTenant(handle.db, { id: 'acme' });
-  await registerTaskType(handle.db, manifest);
+  fixture = await openTaskTypeDatabase({
+    tenants: ['acme'],
+    manifests: [manifest],
+    max: 4,
+  });
+  handle = fixture.handle;
 });
 
 after(async () => {
-  await handle.close();
-  await database.drop();
+  await fixture?.close();
 });
 
 async function newTask(): Promise<string> {

@@ -6,15 +6,13 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { and, eq } from 'drizzle-orm';
 import type { StepOutcome } from '@sluice/core';
-import { openDatabase, type DatabaseHandle } from '../client.js';
-import { migrateDatabase } from '../migrate.js';
+import type { DatabaseHandle } from '../client.js';
 import { taskSteps } from '../schema.js';
-import { createTestDatabase, migratedTemplate, type TestDatabase } from '../testing/index.js';
+import { openTaskTypeDatabase, type TaskTypeDatabase } from '../testing/index.js';
 import { appendTaskEvent } from './events.js';
 import { recordStepOutcome, recordStepOutcomes, type StepDispatchRef } from './steps.js';
-import { registerTaskType, type TaskTypeManifest } from './task-types.js';
+import type { TaskTypeManifest } from './task-types.js';
 import { createTask, listTaskEvents } from './tasks.js';
-import { createTenant } from './tenants.js';
 
 const manifest: TaskTypeManifest = {
   name: 'outcomes-test',
@@ -25,19 +23,20 @@ const manifest: TaskTypeManifest = {
   steps: [{ name: 'work', resource: 'tool:x', timeoutMs: 1_000, maxAttempts: 3 }],
 };
 
-let database: TestDatabase;
+let fixture: TaskTypeDatabase;
 let handle: DatabaseHandle;
 
 before(async () => {
-  database = await createTestDatabase({ template: await migratedTemplate(migrateDatabase) });
-  handle = openDatabase(database.url, { max: 4 });
-  await createTenant(handle.db, { id: 'acme' });
-  await registerTaskType(handle.db, manifest);
+  fixture = await openTaskTypeDatabase({
+    tenants: ['acme'],
+    manifests: [manifest],
+    max: 4,
+  });
+  handle = fixture.handle;
 });
 
 after(async () => {
-  await handle.close();
-  await database.drop();
+  await fixture?.close();
 });
 
 /** A task whose step `seq` runs under dispatch 1 (more steps: the branches of a fan-out). */

@@ -6,16 +6,14 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { and, eq, sql } from 'drizzle-orm';
-import { openDatabase, type DatabaseHandle } from '../client.js';
-import { migrateDatabase } from '../migrate.js';
+import type { DatabaseHandle } from '../client.js';
 import { taskSteps, tasks } from '../schema.js';
-import { createTestDatabase, migratedTemplate, type TestDatabase } from '../testing/index.js';
+import { openTaskTypeDatabase, type TaskTypeDatabase } from '../testing/index.js';
 import { appendTaskEvent } from './events.js';
 import { startUsualSteps } from './step-start.js';
 import type { StepDispatchRef } from './steps.js';
-import { registerTaskType, type TaskTypeManifest } from './task-types.js';
+import type { TaskTypeManifest } from './task-types.js';
 import { createTask, listTaskEvents } from './tasks.js';
-import { createTenant } from './tenants.js';
 
 const manifest: TaskTypeManifest = {
   name: 'start-test',
@@ -34,19 +32,20 @@ const manifest: TaskTypeManifest = {
 /** Long enough that a step running elsewhere counts as alive in these tests. */
 const STALE_AFTER_MS = 60_000;
 
-let database: TestDatabase;
+let fixture: TaskTypeDatabase;
 let handle: DatabaseHandle;
 
 before(async () => {
-  database = await createTestDatabase({ template: await migratedTemplate(migrateDatabase) });
-  handle = openDatabase(database.url, { max: 4 });
-  await createTenant(handle.db, { id: 'acme' });
-  await registerTaskType(handle.db, manifest);
+  fixture = await openTaskTypeDatabase({
+    tenants: ['acme'],
+    manifests: [manifest],
+    max: 4,
+  });
+  handle = fixture.handle;
 });
 
 after(async () => {
-  await handle.close();
-  await database.drop();
+  await fixture?.close();
 });
 
 /** A new task whose first step is dispatched (dispatch 1), as the scheduler leaves it. */
