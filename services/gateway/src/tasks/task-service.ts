@@ -446,11 +446,6 @@ export function createTaskService(deps: TaskServiceDeps): Partial<TaskServiceHan
   };
 }
 
-/**
- * Refuses a `task_id` that cannot name any task: empty, or not a UUID. Such an id is a caller's
- * mistake (`INVALID_ARGUMENT`, as the API documents), not a task that happens to be missing; and it
- * must never reach a query that casts it to `uuid`, where Postgres would reject it as an error.
- */
 /** A `SluiceError` `already_exists` (a key used for another request) as its gRPC error. */
 function asAlreadyExists(error: unknown): never {
   if (isSluiceError(error) && error.code === 'already_exists') throw alreadyExists(error.message);
@@ -466,6 +461,11 @@ function createResponse(result: SubmitTaskResult): CreateTaskResponse {
   return { task: taskToApi(result.task), created: result.kind === 'created' };
 }
 
+/**
+ * Refuses a `task_id` that cannot name any task: empty, or not a UUID. Such an id is a caller's
+ * mistake (`INVALID_ARGUMENT`, as the API documents), not a task that happens to be missing; and it
+ * must never reach a query that casts it to `uuid`, where Postgres would reject it as an error.
+ */
 function checkTaskId(taskId: string): void {
   if (taskId === '') throw invalidArgument('task_id', 'task_id is required');
   if (!isUuid(taskId)) throw invalidArgument('task_id', 'task_id must be a task id (a UUID)');
