@@ -246,6 +246,43 @@ describe('sluice create, get, watch and list', () => {
     }
   });
 
+  it('create --inputs-file makes a task per line, and a rerun with the same key none', async () => {
+    const dir = await mkdtemp(path.join(tmpdir(), 'sluice-cli-'));
+    try {
+      const file = path.join(dir, 'inputs.jsonl');
+      await writeFile(file, '{"label": "one"}\n\n{"label": "two"}\n{"label": "three"}\n');
+      const args = ['create', 'cli-held', '--inputs-file', file, '--idempotency-key', 'cli-batch'];
+      const first = await sluice(args);
+      assertExit(first, 0);
+      assert.deepEqual(
+        first.lines.map((l) => l.replace(/task \S+/, 'task <id>')),
+        ['line 1: created task <id>', 'line 3: created task <id>', 'line 4: created task <id>'],
+      );
+      assert.match(first.stderr, /created 3 of 3 tasks/);
+      const again = await sluice([...args, '--json']);
+      assertExit(again, 0);
+      const repeats = again.lines.map(
+        (l) => JSON.parse(l) as { line: number; created: boolean; task: Task },
+      );
+      assert.deepEqual(
+        repeats.map((r): unknown[] => [r.line, r.created, JSON.parse(r.task.input)]),
+        [
+          [1, false, { label: 'one' }],
+          [3, false, { label: 'two' }],
+          [4, false, { label: 'three' }],
+        ],
+      );
+      for (const { task } of repeats) assertExit(await sluice(['cancel', task.task_id]), 0);
+      // A bad line refuses its batch; the error names the line of the file.
+      await writeFile(file, '{"label": "fine"}\n{"label": 42}\n');
+      const bad = await sluice(['create', 'cli-held', '--inputs-file', file]);
+      assertExit(bad, 1);
+      assert.match(bad.stderr, /^error: INVALID_ARGUMENT: line 2: input\.label/);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+
   it('get shows the task for people', async () => {
     const run = await sluice(['get', succeeded.task_id]);
     assertExit(run, 0);
@@ -416,7 +453,10 @@ describe('sluice reports refusals with the gRPC status and exit codes', () => {
     );
     const noInput = await sluice(['create', 'cli-steps']);
     assertExit(noInput, 2);
-    assert.match(noInput.stderr, /exactly one of --input <json> or --input-file <file>/);
+    assert.match(
+      noInput.stderr,
+      /exactly one of --input <json>, --input-file <file> or --inputs-file <file>/,
+    );
   });
 
   it('no gateway at the address: exit 1, error: UNAVAILABLE and a hint', async () => {

@@ -123,7 +123,10 @@ describe('helpText', () => {
     const create = COMMANDS.find((c) => c.name === 'create');
     assert.ok(create);
     const text = helpText(COMMANDS, create);
-    assert.match(text, /^usage: sluice create <type> \(--input '<json>' \| --input-file <file>\)/);
+    assert.match(
+      text,
+      /^usage: sluice create <type> \(--input '<json>' \| --input-file <file> \| --inputs-file <file>\)/,
+    );
     assert.match(text, /--idempotency-key <key>/);
     assert.match(text, /--api-key <key> .*SLUICE_API_KEY/);
   });

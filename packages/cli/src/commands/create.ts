@@ -1,11 +1,13 @@
 /**
  * `sluice create <type> --input '<json>' | --input-file <file> [--priority P0..P3]
- * [--idempotency-key <key>] [--watch]`
+ * [--idempotency-key <key>] [--watch]`, or `--inputs-file <file>` for one task per line
+ * (create-many.ts).
  */
 import { readFile } from 'node:fs/promises';
 import { parsePriority } from '../arg-values.js';
 import { UsageError, type Command, type CommandContext } from '../command.js';
 import { priorityWord, statusWord } from '../format.js';
+import { createMany } from './create-many.js';
 import { followTask } from './watch.js';
 
 /** The priority of a task created without `--priority`: ordinary background work. */
@@ -19,13 +21,19 @@ async function readInput(context: CommandContext): Promise<string> {
   const inline = context.option('input');
   const file = context.option('input-file');
   if ((inline === undefined) === (file === undefined)) {
-    throw new UsageError('give the input as exactly one of --input <json> or --input-file <file>');
+    throw new UsageError(
+      'give the input as exactly one of --input <json>, --input-file <file> or --inputs-file <file>',
+    );
   }
-  if (inline !== undefined) return inline;
+  return inline ?? readFileOption('input-file', file ?? '');
+}
+
+/** A file named by an option (`-`: standard input); a usage error when it cannot be read. */
+async function readFileOption(option: string, file: string): Promise<string> {
   try {
-    return file === '-' ? await readStream(process.stdin) : await readFile(file ?? '', 'utf8');
+    return file === '-' ? await readStream(process.stdin) : await readFile(file, 'utf8');
   } catch (error) {
-    throw new UsageError(`cannot read --input-file ${file}: ${(error as Error).message}`);
+    throw new UsageError(`cannot read --${option} ${file}: ${(error as Error).message}`);
   }
 }
 
@@ -42,16 +50,20 @@ export const createCommand: Command = {
   options: {
     input: { type: 'string' },
     'input-file': { type: 'string' },
+    'inputs-file': { type: 'string' },
     priority: { type: 'string' },
     'idempotency-key': { type: 'string' },
     watch: { type: 'boolean' },
   },
   usage:
-    "<type> (--input '<json>' | --input-file <file>) [--priority P0..P3] [--idempotency-key <key>] [--watch]",
+    "<type> (--input '<json>' | --input-file <file> | --inputs-file <file>) [--priority P0..P3] [--idempotency-key <key>] [--watch]",
   summary: 'create a task and print its id (--watch: follow it until it finishes)',
   help: [
     '--input <json>           the task input as JSON text',
     '--input-file <file>      read the input from a file (- for standard input)',
+    '--inputs-file <file>     one task per line of a JSON Lines file (- for standard input),',
+    '                         500 per call, each call all or none; with --idempotency-key <k>',
+    '                         line n gets the key <k>:<n>, so a rerun creates nothing twice',
     `--priority P0..P3        scheduling priority (default ${DEFAULT_PRIORITY}; P0 is the most urgent)`,
     '--idempotency-key <key>  repeat-safe create: the same key and input return the first task',
     '--watch                  follow the task like `sluice watch`; the exit code is its outcome',
@@ -59,8 +71,20 @@ export const createCommand: Command = {
   async run(context) {
     const [type = ''] = context.args;
     const priority = parsePriority(context.option('priority') ?? DEFAULT_PRIORITY);
-    const input = await readInput(context);
     const idempotencyKey = context.option('idempotency-key');
+    const inputsFile = context.option('inputs-file');
+    if (inputsFile !== undefined) {
+      if (context.option('input') !== undefined || context.option('input-file') !== undefined) {
+        throw new UsageError(
+          'give the input as exactly one of --input, --input-file or --inputs-file',
+        );
+      }
+      if (context.flag('watch'))
+        throw new UsageError('--watch follows one task: not with --inputs-file');
+      const text = await readFileOption('inputs-file', inputsFile);
+      return createMany(context, { type, priority, text, keyPrefix: idempotencyKey });
+    }
+    const input = await readInput(context);
     const response = await context
       .tasks()
       .createTask({ type, priority, input, ...(idempotencyKey ? { idempotencyKey } : {}) });
