@@ -88,7 +88,6 @@ export type { FailFastStep } from './queries/breaker-fail-fast.js';
 export {
   createTask,
   findTask,
-  hashJson,
   isUuid,
   listTaskEvents,
   listTasks,
@@ -97,6 +96,7 @@ export {
   submitTask,
 } from './queries/tasks.js';
 export { submitTasks } from './queries/task-batch.js';
+export { hashJson } from './queries/task-keys.js';
 export type {
   CreateTaskResult,
   ListTasksQuery,

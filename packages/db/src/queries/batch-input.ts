@@ -1,9 +1,9 @@
 /**
  * Pieces shared by the batch statements that take their rows as one JSON parameter
  * (`with input as (select * from jsonb_to_recordset($1::jsonb) as i(…))`): the executor's group
- * start and group commit, and the scheduler's batched transitions.
+ * start and group commit, the scheduler's batched transitions, and batch creation's key lookups.
  */
-import { sql } from 'drizzle-orm';
+import { sql, type SQL } from 'drizzle-orm';
 
 /**
  * The task ids of the `input` rows, for `where id = any(${inputTaskIds})` on `tasks`.
@@ -16,3 +16,12 @@ import { sql } from 'drizzle-orm';
  * built by an init plan is estimated at 10 elements, so the planner probes the primary key.
  */
 export const inputTaskIds = sql`array(select task_id from input)`;
+
+/**
+ * `values` as a `text[]` for `= any(…)`, passed as one JSON parameter. Built by an init plan, like
+ * {@link inputTaskIds} it is estimated at 10 elements, so the planner probes an index on the
+ * column compared (idempotency keys: the (tenant, key) indexes).
+ */
+export function textArrayOf(values: readonly string[]): SQL {
+  return sql`array(select jsonb_array_elements_text(${JSON.stringify(values)}::jsonb))`;
+}

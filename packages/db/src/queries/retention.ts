@@ -11,6 +11,7 @@ import { sql, type SQL } from 'drizzle-orm';
 import type { Executor } from '../client.js';
 import { recordOf } from '../raw-rows.js';
 import { idempotencyTombstones } from '../schema.js';
+import { textArrayOf } from './batch-input.js';
 
 /** A tombstone as stored. */
 export type IdempotencyTombstone = typeof idempotencyTombstones.$inferSelect;
@@ -160,16 +161,17 @@ export async function findLiveTombstone(
   tenantId: string,
   idempotencyKey: string,
 ): Promise<IdempotencyTombstone | undefined> {
-  const [row] = await executor.execute(liveTombstoneStatement(tenantId, idempotencyKey));
+  const [row] = await executor.execute(liveTombstonesStatement(tenantId, [idempotencyKey]));
   return row && recordOf(idempotencyTombstones, row);
 }
 
 /**
- * The statement of {@link findLiveTombstone}, raw, for a caller that pipelines it behind another
- * raw statement (`submitTask`): raw statements go out in the order they are called.
+ * The live tombstones of a tenant's `keys`, raw: batch creation pipelines it behind its insert
+ * (raw statements go out in the order they are called).
  */
-export function liveTombstoneStatement(tenantId: string, idempotencyKey: string): SQL {
+export function liveTombstonesStatement(tenantId: string, keys: readonly string[]): SQL {
   return sql`
     select * from idempotency_tombstones
-    where tenant_id = ${tenantId} and idempotency_key = ${idempotencyKey} and expires_at > now()`;
+    where tenant_id = ${tenantId} and idempotency_key = any(${textArrayOf(keys)})
+      and expires_at > now()`;
 }

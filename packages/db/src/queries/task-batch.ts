@@ -1,6 +1,6 @@
 /**
- * Creating many tasks of one tenant at once (`CreateTasks`): all or none, in one statement and one
- * commit for the whole batch where `submitTask` spends them per task.
+ * Creating tasks of one tenant, all or none, in one statement (and with keys one transaction) for
+ * the whole batch: `CreateTasks`, and `CreateTask` as a batch of one (`submitTask`).
  */
 import { randomUUID } from 'node:crypto';
 import { sql, type SQL } from 'drizzle-orm';
@@ -8,8 +8,10 @@ import { NO_TASK, decideTransition, type TaskStatus } from '@sluice/core';
 import type { Database, Executor } from '../client.js';
 import { recordOf } from '../raw-rows.js';
 import { idempotencyTombstones, tasks } from '../schema.js';
-import type { IdempotencyTombstone } from './retention.js';
-import { checkSameRequest, hashJson, type NewTask, type SubmitTaskResult } from './tasks.js';
+import { textArrayOf } from './batch-input.js';
+import { liveTombstonesStatement, type IdempotencyTombstone } from './retention.js';
+import { checkSameRequest, hashJson } from './task-keys.js';
+import type { NewTask, SubmitTaskResult } from './tasks.js';
 import { firstStepOf } from './task-types.js';
 
 /**
@@ -31,9 +33,9 @@ interface BatchEntry {
 /**
  * Records every task of `batch` (one tenant's) with its `create` event and its first step (ready,
  * due now), atomically: either each entry gets its result, in the order given, or nothing is
- * written. Each entry behaves as {@link submitTask} would: with an idempotency key, a repeat of the
- * same request answers `existing` (or `deleted`, from the key's tombstone), a different request
- * under a used key throws `already_exists` for the whole batch.
+ * written. With an idempotency key, a repeat of the same request answers `existing` (or `deleted`,
+ * from the key's tombstone while it lives), a different request under a used key throws
+ * `already_exists` for the whole batch.
  *
  * The caller refuses batches that repeat a key; two entries with one key throw here.
  */
@@ -67,14 +69,19 @@ export async function submitTasks(
     } catch (error) {
       if (!(error instanceof KeysOfDeletedTasks) || attempt === MAX_TRIES) throw error;
       for (const [index, result] of error.results) answered.set(index, result);
+      // Nothing left to insert (a lone create of a deleted task's key): no second transaction.
+      if (answered.size === entries.length) return answer(entries, answered, new Map());
     }
   }
 }
 
 /**
- * One try of a batch with keys, in a transaction. As in `submitTask`, the keys' tombstones are read
- * after the insert (pipelined behind it, one round trip for both), so an insert that waited for
- * retention deleting a key's holder sees the tombstone that deletion wrote.
+ * One try of a batch with keys, in a transaction. The keys' tombstones are read after the insert,
+ * not before: an insert that waited for retention deleting a key's holder sees the tombstone that
+ * deletion wrote, as it committed in the same go. Both are raw statements, which take the same
+ * path through drizzle and postgres.js, so they go out in this order and together (postgres.js
+ * pipelines a transaction's statements on its connection): one round trip for both. (Statements of
+ * different kinds — a builder, a raw one — need not go out in the order they were called.)
  */
 async function insertWithKeys(
   tx: Executor,
@@ -215,14 +222,6 @@ function insertStatement(
     select * from inserted`;
 }
 
-/** The live tombstones of `keys`, raw (pipelined behind the insert). */
-function liveTombstonesStatement(tenantId: string, keys: readonly string[]): SQL {
-  return sql`
-    select * from idempotency_tombstones
-    where tenant_id = ${tenantId} and idempotency_key = any(${toTextArray(keys)})
-      and expires_at > now()`;
-}
-
 /** The tasks holding `keys`, by key. */
 async function keyHolders(
   tx: Executor,
@@ -233,20 +232,12 @@ async function keyHolders(
   if (keys.length === 0) return holders;
   const rows = await tx.execute(sql`
     select * from tasks
-    where tenant_id = ${tenantId} and idempotency_key = any(${toTextArray(keys)})`);
+    where tenant_id = ${tenantId} and idempotency_key = any(${textArrayOf(keys)})`);
   for (const raw of rows) {
     const task = recordOf(tasks, raw);
     if (task.idempotencyKey !== null) holders.set(task.idempotencyKey, task);
   }
   return holders;
-}
-
-/**
- * `keys` as an array for `= any(…)`, passed as one JSON parameter. Built by an init plan, it is
- * estimated at 10 elements, so the planner probes the (tenant, key) index (see `inputTaskIds`).
- */
-function toTextArray(keys: readonly string[]): SQL {
-  return sql`array(select jsonb_array_elements_text(${JSON.stringify(keys)}::jsonb))`;
 }
 
 function rowsById(rows: Iterable<Record<string, unknown>>): Map<string, Record<string, unknown>> {

@@ -3,9 +3,7 @@
  * entry's, keys repeated inside it), one root span per task, and one transaction for all.
  */
 import type { CreateTaskRequest } from '@sluice/api';
-import { taskTypeProblem } from '@sluice/core';
 import {
-  findLatestTaskType,
   submitTasks,
   withDatabaseSpan,
   type Database,
@@ -13,49 +11,20 @@ import {
   type TaskTypeManifest,
 } from '@sluice/db';
 import { SpanStatusCode, type Span, type Tracer } from '@opentelemetry/api';
-import {
-  ATTR_PRIORITY,
-  ATTR_TASK_EVENT,
-  ATTR_TASK_ID,
-  ATTR_TASK_STATUS_TO,
-  ATTR_TASK_TYPE,
-  ATTR_TENANT,
-  EVENT_TASK_TRANSITION,
-  activeSpan,
-  traceIdOf,
-  traceparentOf,
-} from '@sluice/telemetry';
+import { activeSpan, traceparentOf } from '@sluice/telemetry';
 import { invalidArgument } from '../grpc/index.js';
 import {
   checkCreateRequest,
+  createSpanAttributes,
+  createSummary,
+  newTaskOf,
+  recordCreated,
   type CheckedCreate,
   type CreateCheckContext,
 } from './create-request.js';
 
 /** Most entries of one `CreateTasks` call. */
 export const MAX_BATCH_TASKS = 500;
-
-/** `db.query.summary` of the batch's statement (with keys, their tombstones are read after it). */
-const CREATE_TASKS_SUMMARY = 'INSERT tasks INSERT task_events INSERT task_steps';
-
-/**
- * Starts looking up the latest version of every valid type the batch names, by name: a few reads
- * at once, while the caller's key is checked. Invalid names are left to the entry checks.
- */
-export function lookUpTypes(
-  db: Database,
-  entries: readonly CreateTaskRequest[],
-): Map<string, Promise<TaskTypeManifest | undefined>> {
-  const lookups = new Map<string, Promise<TaskTypeManifest | undefined>>();
-  if (entries.length > MAX_BATCH_TASKS) return lookups;
-  for (const { type } of entries) {
-    if (lookups.has(type) || taskTypeProblem(type)) continue;
-    const lookup = findLatestTaskType(db, type);
-    lookup.catch(() => undefined); // an unauthenticated call never awaits it
-    lookups.set(type, lookup);
-  }
-  return lookups;
-}
 
 /**
  * Checks the batch and each entry as `CreateTask` would (fields named `tasks[i].…`), and that no
@@ -116,41 +85,23 @@ export async function submitBatch(
   const spans = batch.map((create) =>
     deps.tracer.startSpan('sluice.task.create', {
       root: true,
-      attributes: {
-        [ATTR_TENANT]: tenantId,
-        [ATTR_TASK_TYPE]: create.taskType.name,
-        [ATTR_PRIORITY]: `P${create.priority}`,
-      },
+      attributes: createSpanAttributes(tenantId, create),
       ...(call ? { links: [{ context: call }] } : {}),
     }),
   );
+  const withKeys = batch.some((create) => create.idempotencyKey !== '');
   try {
-    const results = await withDatabaseSpan(deps.db, { summary: CREATE_TASKS_SUMMARY }, () =>
+    const results = await withDatabaseSpan(deps.db, { summary: createSummary(withKeys) }, () =>
       submitTasks(
         deps.db,
-        batch.map((create, index) => {
-          const traceParent = traceparentOf(spans[index] as Span);
-          return {
-            tenantId,
-            taskType: create.taskType,
-            priority: create.priority,
-            input: create.input,
-            ...(create.idempotencyKey === '' ? {} : { idempotencyKey: create.idempotencyKey }),
-            ...(traceParent ? { traceParent, traceId: traceIdOf(traceParent) } : {}),
-          };
-        }),
+        batch.map((create, index) =>
+          newTaskOf(tenantId, create, traceparentOf(spans[index] as Span)),
+        ),
       ),
     );
     for (const [index, result] of results.entries()) {
       const span = spans[index];
-      if (span && result.kind === 'created') {
-        // The first state change of the task's history, as every later one is.
-        span.setAttribute(ATTR_TASK_ID, result.task.id);
-        span.addEvent(EVENT_TASK_TRANSITION, {
-          [ATTR_TASK_EVENT]: 'create',
-          [ATTR_TASK_STATUS_TO]: result.task.status,
-        });
-      }
+      if (span && result.kind === 'created') recordCreated(span, result.task);
     }
     return results;
   } catch (error) {

@@ -1,11 +1,29 @@
 /**
- * The checks of one create request — a `CreateTask`, or an entry of `CreateTasks` — once the caller
- * is authenticated and the task type looked up. What is wrong answers `INVALID_ARGUMENT` naming
- * the field (under the entry's prefix in a batch, e.g. `tasks[3].input.url`).
+ * One create request — a `CreateTask`, or an entry of `CreateTasks` — from its checks to what is
+ * written and traced. The checks run once the caller is authenticated and the task type looked
+ * up; what is wrong answers `INVALID_ARGUMENT` naming the field (under the entry's prefix in a
+ * batch, e.g. `tasks[3].input.url`).
  */
+import type { Attributes, Span } from '@opentelemetry/api';
 import type { CreateTaskRequest } from '@sluice/api';
 import { taskTypeProblem, type Json, type Priority } from '@sluice/core';
-import type { TaskTypeManifest } from '@sluice/db';
+import {
+  findLatestTaskType,
+  type Database,
+  type NewTask,
+  type TaskRecord,
+  type TaskTypeManifest,
+} from '@sluice/db';
+import {
+  ATTR_PRIORITY,
+  ATTR_TASK_EVENT,
+  ATTR_TASK_ID,
+  ATTR_TASK_STATUS_TO,
+  ATTR_TASK_TYPE,
+  ATTR_TENANT,
+  EVENT_TASK_TRANSITION,
+  traceIdOf,
+} from '@sluice/telemetry';
 import { invalidArgument, isGrpcError } from '../grpc/index.js';
 import { parseInput, type InputValidators } from './input-validation.js';
 import { priorityFromApi } from './mapping.js';
@@ -62,4 +80,65 @@ export function checkCreateRequest(
   const inputError = context.validators.check(taskType, input, prefix);
   if (inputError) throw inputError;
   return { taskType, priority, input, idempotencyKey: key };
+}
+
+/**
+ * Starts looking up the latest version of every valid type the requests name, by name: a few
+ * reads at once, while the caller's key is checked. Invalid names are left to the checks.
+ */
+export function lookUpTypes(
+  db: Database,
+  entries: readonly CreateTaskRequest[],
+): Map<string, Promise<TaskTypeManifest | undefined>> {
+  const lookups = new Map<string, Promise<TaskTypeManifest | undefined>>();
+  for (const { type } of entries) {
+    if (lookups.has(type) || taskTypeProblem(type)) continue;
+    const lookup = findLatestTaskType(db, type);
+    lookup.catch(() => undefined); // an unauthenticated call never awaits it
+    lookups.set(type, lookup);
+  }
+  return lookups;
+}
+
+/** The task `create` asks for, as the database writes it, in the trace `traceParent` names. */
+export function newTaskOf(
+  tenantId: string,
+  create: CheckedCreate,
+  traceParent: string | undefined,
+): NewTask {
+  return {
+    tenantId,
+    taskType: create.taskType,
+    priority: create.priority,
+    input: create.input,
+    ...(create.idempotencyKey === '' ? {} : { idempotencyKey: create.idempotencyKey }),
+    ...(traceParent ? { traceParent, traceId: traceIdOf(traceParent) } : {}),
+  };
+}
+
+/** The attributes of a `sluice.task.create` span, set at its start so samplers see them. */
+export function createSpanAttributes(tenantId: string, create: CheckedCreate): Attributes {
+  return {
+    [ATTR_TENANT]: tenantId,
+    [ATTR_TASK_TYPE]: create.taskType.name,
+    [ATTR_PRIORITY]: `P${create.priority}`,
+  };
+}
+
+/** On a created task's `sluice.task.create` span: the first state change of its history. */
+export function recordCreated(span: Span, task: TaskRecord): void {
+  span.setAttribute(ATTR_TASK_ID, task.id);
+  span.addEvent(EVENT_TASK_TRANSITION, {
+    [ATTR_TASK_EVENT]: 'create',
+    [ATTR_TASK_STATUS_TO]: task.status,
+  });
+}
+
+/**
+ * `db.query.summary` of a create's database span: the one statement that writes the tasks, and
+ * with idempotency keys the tombstone read after it.
+ */
+export function createSummary(withKeys: boolean): string {
+  const insert = 'INSERT tasks INSERT task_events INSERT task_steps';
+  return withKeys ? `${insert} SELECT idempotency_tombstones` : insert;
 }

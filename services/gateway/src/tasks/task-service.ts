@@ -15,7 +15,6 @@ import {
 } from '@sluice/core';
 import {
   findKeyOwner,
-  findLatestTaskType,
   firstStepOf,
   findTask,
   isUuid,
@@ -33,7 +32,6 @@ import {
 } from '@sluice/db';
 import type { Tracer } from '@opentelemetry/api';
 import {
-  ATTR_PRIORITY,
   ATTR_TASK_EVENT,
   ATTR_TASK_ID,
   ATTR_TASK_STATUS_FROM,
@@ -42,7 +40,6 @@ import {
   ATTR_TENANT,
   EVENT_TASK_TRANSITION,
   activeSpan,
-  traceIdOf,
   traceparentOfActiveSpan,
   withContinuedSpan,
   withSpan,
@@ -61,6 +58,7 @@ import {
 } from '../grpc/index.js';
 import {
   fromTimestamp,
+  type CreateTaskRequest,
   type CreateTaskResponse,
   type Timestamp,
   type WatchTaskRequest,
@@ -70,8 +68,15 @@ import type { FaultInjection } from '../fault-injection.js';
 import type { EventHub } from './event-hub.js';
 import { waitingReason } from './waiting-reason.js';
 import { InputValidators } from './input-validation.js';
-import { checkBatch, lookUpTypes, submitBatch } from './create-batch.js';
-import { checkCreateRequest } from './create-request.js';
+import { MAX_BATCH_TASKS, checkBatch, submitBatch } from './create-batch.js';
+import {
+  checkCreateRequest,
+  createSpanAttributes,
+  createSummary,
+  lookUpTypes,
+  newTaskOf,
+  recordCreated,
+} from './create-request.js';
 import {
   cancelTask,
   decideApproval,
@@ -106,12 +111,6 @@ export interface TaskServiceDeps {
   /** The governor's live decision (which priorities `CreateTask` rejects now). */
   readonly decisions?: DecisionView;
 }
-
-/** `db.query.summary` of the create transaction: the statements it runs to create a task. */
-const CREATE_TASK_SUMMARY = 'INSERT tasks INSERT task_events INSERT task_steps';
-/** The same with an idempotency key, whose tombstone is looked up after the insert. */
-const CREATE_TASK_WITH_KEY_SUMMARY =
-  'INSERT tasks INSERT task_events INSERT task_steps SELECT idempotency_tombstones';
 
 /** Longest accepted approval comment. */
 export const MAX_COMMENT_LENGTH = 4_000;
@@ -165,6 +164,15 @@ export function createTaskService(deps: TaskServiceDeps): Partial<TaskServiceHan
       );
     }
   };
+  /**
+   * Starts reading the requests' task types while the caller's key is checked (two round trips at
+   * once, not one after the other); their answers are looked at only once the caller is
+   * authenticated. Nothing is read for a call without a key, or a batch over the limit.
+   */
+  const typesOf = (metadata: Metadata, requests: readonly CreateTaskRequest[]) =>
+    readBearerKey(metadata) === undefined || requests.length > MAX_BATCH_TASKS
+      ? new Map<string, Promise<TaskTypeManifest | undefined>>()
+      : lookUpTypes(deps.db, requests);
   const authenticate = async (metadata: Metadata): Promise<KeyOwner> => {
     const key = readBearerKey(metadata);
     if (key === undefined) throw unauthenticated();
@@ -265,64 +273,37 @@ export function createTaskService(deps: TaskServiceDeps): Partial<TaskServiceHan
   return {
     async CreateTask(call) {
       const request = call.request;
-      // The task type is read while the key is checked (two round trips at once, not one after
-      // the other); its answer is looked at only once the caller is authenticated.
-      const typeLookup =
-        taskTypeProblem(request.type) || readBearerKey(call.metadata) === undefined
-          ? undefined
-          : findLatestTaskType(deps.db, request.type);
-      typeLookup?.catch(() => undefined); // an unauthenticated call never awaits it
+      const types = typesOf(call.metadata, [request]);
       const { tenantId } = await authenticate(call.metadata);
-      const create = checkCreateRequest(request, await typeLookup, { ...checks, prefix: '' });
-      const { taskType, priority, idempotencyKey: key } = create;
-      refuseWhenShedding([priority]);
+      const create = checkCreateRequest(request, await types.get(request.type), {
+        ...checks,
+        prefix: '',
+      });
+      refuseWhenShedding([create.priority]);
 
-      const attributes = {
-        [ATTR_TENANT]: tenantId,
-        [ATTR_TASK_TYPE]: taskType.name,
-        [ATTR_PRIORITY]: `P${priority}`,
-      };
+      const attributes = createSpanAttributes(tenantId, create);
       const result = await withSpan(deps.tracer, 'sluice.task.create', attributes, async (span) => {
         // The root span of the task's trace: stored on the task, continued by every later step.
-        const traceParent = traceparentOfActiveSpan();
+        const task = newTaskOf(tenantId, create, traceparentOfActiveSpan());
         // The create transaction, a database client span under this one.
         const submitted = await withDatabaseSpan(
           deps.db,
-          { summary: key === '' ? CREATE_TASK_SUMMARY : CREATE_TASK_WITH_KEY_SUMMARY },
-          () =>
-            submitTask(deps.db, {
-              tenantId,
-              taskType,
-              priority,
-              input: create.input,
-              ...(key === '' ? {} : { idempotencyKey: key }),
-              ...(traceParent ? { traceParent, traceId: traceIdOf(traceParent) } : {}),
-            }),
+          { summary: createSummary(create.idempotencyKey !== '') },
+          () => submitTask(deps.db, task),
         ).catch(asAlreadyExists);
-        if (submitted.kind === 'created') {
-          // The first state change of the task's history, as every later one is.
-          span.setAttribute(ATTR_TASK_ID, submitted.task.id);
-          span.addEvent(EVENT_TASK_TRANSITION, {
-            [ATTR_TASK_EVENT]: 'create',
-            [ATTR_TASK_STATUS_TO]: submitted.task.status,
-          });
-        }
+        if (submitted.kind === 'created') recordCreated(span, submitted.task);
         return submitted;
       });
       deps.faultInjection?.afterCreateCommit();
       if (result.kind === 'created') {
-        announceCreated([{ task: result.task, taskType }]);
+        announceCreated([{ task: result.task, taskType: create.taskType }]);
       }
       return createResponse(result);
     },
 
     async CreateTasks(call) {
       const entries = call.request.tasks ?? [];
-      // The batch's types are read while the key is checked, as for CreateTask.
-      const types =
-        readBearerKey(call.metadata) === undefined
-          ? new Map<string, Promise<TaskTypeManifest | undefined>>()
-          : lookUpTypes(deps.db, entries);
+      const types = typesOf(call.metadata, entries);
       const { tenantId } = await authenticate(call.metadata);
       const batch = await checkBatch(entries, types, checks);
       refuseWhenShedding(batch.map((create) => create.priority));
