@@ -3,6 +3,8 @@
  * patch fixes, checked against the real server so an upgrade that drops the patch is caught.
  */
 import assert from 'node:assert/strict';
+import { once } from 'node:events';
+import { createServer, connect, type AddressInfo, type Server } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import postgres from 'postgres';
 import { createTestDatabase, type TestDatabase } from './testing/index.js';
@@ -47,6 +49,101 @@ describe('transactions of the postgres driver (porsager/postgres#823)', () => {
       );
     } finally {
       await sql.end({ timeout: 5 });
+    }
+  });
+});
+
+/**
+ * A TCP proxy in front of the test server that counts the client's turns: the times it sent
+ * something after the server had answered (or first). A turn is a round trip the client waited for.
+ */
+interface TurnCounter {
+  /** The database URL through the proxy. */
+  readonly url: string;
+  /** Turns since the last {@link reset}. */
+  turns(): number;
+  reset(): void;
+  close(): Promise<void>;
+}
+
+async function startTurnCounter(databaseUrl: string): Promise<TurnCounter> {
+  const target = new URL(databaseUrl);
+  let turns = 0;
+  let lastFromClient = false;
+  const server: Server = createServer((client) => {
+    const upstream = connect(Number(target.port), target.hostname);
+    client.on('data', (chunk) => {
+      if (!lastFromClient) turns += 1;
+      lastFromClient = true;
+      upstream.write(chunk);
+    });
+    upstream.on('data', (chunk) => {
+      lastFromClient = false;
+      client.write(chunk);
+    });
+    client.on('close', () => upstream.destroy());
+    upstream.on('close', () => client.destroy());
+    client.on('error', () => upstream.destroy());
+    upstream.on('error', () => client.destroy());
+  });
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  const url = new URL(databaseUrl);
+  url.host = `127.0.0.1:${(server.address() as AddressInfo).port}`;
+  return {
+    url: url.toString(),
+    turns: () => turns,
+    reset: () => {
+      turns = 0;
+      lastFromClient = false;
+    },
+    close: async () => {
+      server.close();
+      await once(server, 'close');
+    },
+  };
+}
+
+describe('transactions of the postgres driver (Sluice patch: pipelined BEGIN)', () => {
+  it('send BEGIN with their first statements: a round trip fewer, still one transaction', async () => {
+    const proxy = await startTurnCounter(database.url);
+    const sql = postgres(proxy.url, { max: 1, onnotice: () => {} });
+    try {
+      await sql`create table pipelined (n int primary key)`; // connected, types fetched
+      proxy.reset();
+      const ids = await sql.begin(async (tx) => {
+        const [first] = await tx<{ id: string }[]>`select txid_current()::text as id`;
+        await tx`insert into pipelined values (1)`;
+        const [second] = await tx<{ id: string }[]>`select txid_current()::text as id`;
+        return [first?.id, second?.id];
+      });
+      // BEGIN with the first select, the insert, the second select, COMMIT: four turns (five
+      // when BEGIN waits for its answer).
+      assert.equal(proxy.turns(), 4);
+      assert.equal(ids[0], ids[1], 'one transaction id');
+      assert.ok(ids[0] !== undefined);
+
+      // A failed transaction leaves nothing behind: its statements ran inside it.
+      await assert.rejects(
+        sql.begin(async (tx) => {
+          await tx`insert into pipelined values (2)`;
+          await tx`insert into pipelined values (1)`; // duplicate key
+        }),
+        (error: unknown) => (error as { code?: string }).code === '23505',
+      );
+      // BEGIN's options apply to the statements sent with it.
+      await assert.rejects(
+        sql.begin('read only', (tx) => tx`insert into pipelined values (3)`),
+        (error: unknown) => (error as { code?: string }).code === '25006',
+      );
+      const rows = await sql<{ n: number }[]>`select n from pipelined order by n`;
+      assert.deepEqual(
+        rows.map((row) => row.n),
+        [1],
+      );
+    } finally {
+      await sql.end({ timeout: 5 });
+      await proxy.close();
     }
   });
 });
