@@ -222,7 +222,10 @@ async function main(): Promise<void> {
     const full = await timeClaims(handle.db);
     results.push(report(`(b) ${HISTORY} finished tasks`, full));
     say(results.at(-1));
-    const plan = await explainAnalyze(handle.db, claimReadyStepsStatement(CLAIM_BATCH));
+    const plan = await explainAnalyze(
+      handle.db,
+      claimReadyStepsStatement(CLAIM_BATCH, undefined, 'all'),
+    );
 
     say(`retention: deleting in batches of ${RETENTION_BATCH} …`);
     const retentionStarted = performance.now();

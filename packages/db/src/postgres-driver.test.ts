@@ -3,11 +3,9 @@
  * patch fixes, checked against the real server so an upgrade that drops the patch is caught.
  */
 import assert from 'node:assert/strict';
-import { once } from 'node:events';
-import { createServer, connect, type AddressInfo, type Server } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import postgres from 'postgres';
-import { createTestDatabase, type TestDatabase } from './testing/index.js';
+import { createTestDatabase, startTurnCounter, type TestDatabase } from './testing/index.js';
 
 let database: TestDatabase;
 
@@ -52,57 +50,6 @@ describe('transactions of the postgres driver (porsager/postgres#823)', () => {
     }
   });
 });
-
-/**
- * A TCP proxy in front of the test server that counts the client's turns: the times it sent
- * something after the server had answered (or first). A turn is a round trip the client waited for.
- */
-interface TurnCounter {
-  /** The database URL through the proxy. */
-  readonly url: string;
-  /** Turns since the last {@link reset}. */
-  turns(): number;
-  reset(): void;
-  close(): Promise<void>;
-}
-
-async function startTurnCounter(databaseUrl: string): Promise<TurnCounter> {
-  const target = new URL(databaseUrl);
-  let turns = 0;
-  let lastFromClient = false;
-  const server: Server = createServer((client) => {
-    const upstream = connect(Number(target.port), target.hostname);
-    client.on('data', (chunk) => {
-      if (!lastFromClient) turns += 1;
-      lastFromClient = true;
-      upstream.write(chunk);
-    });
-    upstream.on('data', (chunk) => {
-      lastFromClient = false;
-      client.write(chunk);
-    });
-    client.on('close', () => upstream.destroy());
-    upstream.on('close', () => client.destroy());
-    client.on('error', () => upstream.destroy());
-    upstream.on('error', () => client.destroy());
-  });
-  server.listen(0, '127.0.0.1');
-  await once(server, 'listening');
-  const url = new URL(databaseUrl);
-  url.host = `127.0.0.1:${(server.address() as AddressInfo).port}`;
-  return {
-    url: url.toString(),
-    turns: () => turns,
-    reset: () => {
-      turns = 0;
-      lastFromClient = false;
-    },
-    close: async () => {
-      server.close();
-      await once(server, 'close');
-    },
-  };
-}
 
 describe('transactions of the postgres driver (Sluice patch: pipelined BEGIN)', () => {
   it('send BEGIN with their first statements: a round trip fewer, still one transaction', async () => {

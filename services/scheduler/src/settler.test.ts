@@ -159,7 +159,7 @@ describe('settler: a fan-out branch waiting out its backoff', () => {
     await handle.sql`update task_timers set due_at = now() where task_id = ${taskId}`;
     while (await fireTimerBatch({ db: handle.db, log, batchSize: 10, onStepsReady: () => {} }));
     assert.equal((await task(taskId)).status, 'queued');
-    const claimed = await claimReadySteps(handle.db, 10);
+    const claimed = await handle.db.transaction((tx) => claimReadySteps(tx, 10));
     assert.deepEqual(
       claimed.map((c) => [c.taskId, c.seq]),
       [[taskId, failing]],

@@ -8,11 +8,16 @@ import { setImmediate as nextTurn } from 'node:timers/promises';
 import { after, before, describe, it } from 'node:test';
 import { sql } from 'drizzle-orm';
 import type { Priority } from '@sluice/core';
-import type { DatabaseHandle } from '../client.js';
-import { openTaskTypeDatabase, type TaskTypeDatabase } from '../testing/index.js';
+import { openDatabase, type DatabaseHandle } from '../client.js';
+import { openTaskTypeDatabase, startTurnCounter, type TaskTypeDatabase } from '../testing/index.js';
 import type { TaskTypeManifest } from './task-types.js';
 import { createTask } from './tasks.js';
-import { claimReadySteps, type AdmissionSettings, type ClaimedStep } from './steps.js';
+import {
+  claimAdmission,
+  claimReadySteps,
+  type AdmissionSettings,
+  type ClaimedStep,
+} from './steps.js';
 import { clearTenantLimit, lockAdmission, setResourceLimit, setTenantLimit } from './admission.js';
 
 const manifest: TaskTypeManifest = {
@@ -249,6 +254,31 @@ describe('admission lock', () => {
       'the governor’s lower limit counts too',
     );
     assert.equal(countBy(await claim(10), (c) => c.resource)[resource], 1);
+  });
+
+  it('claims in two round trips: BEGIN, the lock and the claim together, then COMMIT', async () => {
+    const resource = 'tool:round-trips';
+    const proxy = await startTurnCounter(fixture.database.url);
+    const through = openDatabase(proxy.url, { max: 1 });
+    try {
+      // Once to prepare the statements on the connection (the first use of a statement with
+      // parameters asks Postgres for their types first).
+      await through.db.transaction((tx) => claimAdmission(tx, 10, settings));
+      const ids = await makeSteps(resource, 'acme', 2, 2);
+      proxy.reset();
+      const { steps } = await through.db.transaction((tx) => claimAdmission(tx, 10, settings));
+      assert.deepEqual(
+        steps
+          .filter((c) => c.resource === resource)
+          .map((c) => c.id)
+          .sort(),
+        [...ids].sort(),
+      );
+      assert.equal(proxy.turns(), 2);
+    } finally {
+      await through.close();
+      await proxy.close();
+    }
   });
 
   it('counts the urgent reserve as full unless a P0 step is ready', async () => {

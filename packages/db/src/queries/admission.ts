@@ -9,7 +9,7 @@
  * transaction-scoped lock from before it counts until it commits. See docs/decisions.md.
  */
 import { sql, type SQL } from 'drizzle-orm';
-import type { Executor } from '../client.js';
+import type { Executor, Transaction } from '../client.js';
 
 /** First key of the two-key advisory locks admission takes (one lock per resource). */
 export const ADMISSION_LOCK_NAMESPACE = 0x51c3_0005;
@@ -80,14 +80,14 @@ export interface AdmissionLock {
  * step's result brings the dispatcher back.
  */
 export async function lockAdmission(
-  executor: Executor,
+  tx: Transaction,
   limits: ResourceLimits,
 ): Promise<AdmissionLock> {
   // The distinct resources are found by skipping through the ready index one resource at a time
   // (a recursive "loose index scan"), not by reading every ready step: with a backlog of 20,000
   // steps the plain DISTINCT made each claim read all of them, and claims take turns under these
   // locks, which capped dispatch at about 100 steps a second (issue 7 profile).
-  const rows = await executor.execute<{ resource: string; locked: string | null }>(sql`
+  const rows = await tx.execute<{ resource: string; locked: string | null }>(sql`
     with recursive ready_resources as (
       (select resource from task_steps where status = 'ready' order by resource limit 1)
       union all

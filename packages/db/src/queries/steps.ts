@@ -4,10 +4,11 @@
  */
 import { and, asc, eq, inArray, isNotNull, isNull, sql, type SQL } from 'drizzle-orm';
 import type { Json, Priority, StepOutcome } from '@sluice/core';
-import type { Executor } from '../client.js';
+import type { Executor, Transaction } from '../client.js';
 import { taskSteps } from '../schema.js';
 import { inputTaskIds } from './batch-input.js';
 import {
+  ADMISSION_LOCK_NAMESPACE,
   ANY_RESOURCE,
   DEFAULT_RESOURCE_LIMIT,
   lockAdmission,
@@ -82,14 +83,15 @@ export const DEFAULT_ADMISSION: AdmissionSettings = {
  * Two statements, in the caller's transaction: {@link lockAdmission} locks each resource with due
  * ready steps and room (so replicas claiming the same resource take turns: the count stays true
  * until the claim commits), then one statement counts and claims. Steps of tasks being cancelled or
- * paused, or not queued/running, are left alone. Must run in a transaction to hold across replicas.
+ * paused, or not queued/running, are left alone. Runs in a transaction: its admission locks hold
+ * until the claim commits (outside one, each statement would release them at once).
  */
 export async function claimReadySteps(
-  executor: Executor,
+  tx: Transaction,
   limit: number,
   admission: AdmissionSettings = DEFAULT_ADMISSION,
 ): Promise<ClaimedStep[]> {
-  return (await claimAdmission(executor, limit, admission)).steps;
+  return (await claimAdmission(tx, limit, admission)).steps;
 }
 
 /** What {@link claimAdmission} claimed, and what it saw. */
@@ -100,15 +102,21 @@ export interface AdmissionClaim {
   readonly full: readonly string[];
 }
 
-/** {@link claimReadySteps}, telling also which resources it found full. */
+/**
+ * {@link claimReadySteps}, telling also which resources it found full.
+ *
+ * The lock statement and the claim go out together, one round trip: Postgres runs the claim after
+ * the lock statement, in a snapshot of its own, and the claim counts and claims only in the
+ * resources whose admission lock this transaction now holds (it reads them from `pg_locks`). Were
+ * the claim ever to run first, it would hold no lock and claim nothing: never too much.
+ */
 export async function claimAdmission(
-  executor: Executor,
+  tx: Transaction,
   limit: number,
   admission: AdmissionSettings = DEFAULT_ADMISSION,
 ): Promise<AdmissionClaim> {
-  const { open: resources, full } = await lockAdmission(executor, admission);
-  if (resources.length === 0) return { steps: [], full };
-  const rows = await executor.execute<{
+  const locking = lockAdmission(tx, admission);
+  const claiming = tx.execute<{
     id: string;
     task_id: string;
     seq: number;
@@ -118,7 +126,8 @@ export async function claimAdmission(
     priority: number;
     dispatch_count: number;
     trace_parent: string | null;
-  }>(claimReadyStepsStatement(limit, admission, resources));
+  }>(claimReadyStepsStatement(limit, admission, 'locked'));
+  const [{ full }, rows] = await Promise.all([locking, claiming]);
   const steps = rows
     .map((row) => ({
       id: Number(row.id),
@@ -136,8 +145,9 @@ export async function claimAdmission(
 }
 
 /**
- * The counting and claiming statement of {@link claimReadySteps} for the given (locked) resources,
- * exported so the ready-queue benchmark can EXPLAIN exactly what the dispatcher runs.
+ * The counting and claiming statement of {@link claimReadySteps}: in the resources whose admission
+ * lock the transaction holds (`locked`, what the dispatcher runs), or in every resource (`all`: for
+ * the ready-queue benchmark's EXPLAIN, which takes no locks; the plan is otherwise the same).
  *
  * `position` is the tenant's in-flight count on the resource once this step is admitted too; a
  * step is admissible while `position <= cap`, and the resource admits the first `room` of them in
@@ -150,15 +160,16 @@ export async function claimAdmission(
 export function claimReadyStepsStatement(
   limit: number,
   admission: AdmissionSettings = DEFAULT_ADMISSION,
-  resources?: readonly string[],
+  resources: 'locked' | 'all' = 'locked',
 ): SQL {
+  // The resources whose admission lock (`lockAdmission`) this transaction holds: two-key advisory
+  // locks show in pg_locks as classid = first key, objid = second key (an int4 read as an oid).
+  const lockedByMe = sql`select l.objid from pg_locks l
+    where l.locktype = 'advisory' and l.pid = pg_backend_pid() and l.granted
+      and l.classid = ${ADMISSION_LOCK_NAMESPACE}::oid and l.objsubid = 2`;
   const onlyResources =
-    resources === undefined
-      ? sql`true`
-      : sql`s.resource in (${sql.join(
-          resources.map((resource) => sql`${resource}`),
-          sql`, `,
-        )})`;
+    resources === 'all' ? sql`true` : sql`hashtext(s.resource)::oid in (select objid from locked)`;
+  const anyResource = resources === 'all' ? sql`true` : sql`exists (select 1 from locked)`;
   const held = admission.heldPriorities ?? [];
   const closed = admission.closedResources ?? [];
   const notHeld =
@@ -200,10 +211,11 @@ export function claimReadyStepsStatement(
     -- Every (resource, tenant, priority) with ready steps, found by skipping through the ready
     -- index one group at a time: as many index probes as groups, however long the backlog (a
     -- plain DISTINCT read every ready step on every claim).
-    with recursive ready_groups as (
+    with recursive locked as materialized (${lockedByMe}),
+    ready_groups as (
       (select s.resource, s.tenant_id, s.priority
        from task_steps s
-       where s.status = 'ready'
+       where s.status = 'ready' and ${anyResource}
        order by s.resource, s.tenant_id, s.priority
        limit 1)
       union all

@@ -19,5 +19,6 @@ export type {
 export { startPostgresServer } from './postgres-server.js';
 export { markTaskFinished, waitForLockWaiter } from './task-rows.js';
 export { openTaskTypeDatabase } from './task-type-database.js';
+export { startTurnCounter, type TurnCounter } from './turn-counter.js';
 export type { TaskTypeDatabase, TaskTypeDatabaseOptions } from './task-type-database.js';
 export type { PostgresServer, StartPostgresServerOptions } from './postgres-server.js';
