@@ -1,6 +1,6 @@
 /**
  * What a scenario is and what it reports. Scenarios (drain, end-to-end, idle pickup, priority
- * isolation; three-step and footprint to come) each run one system at a time and return one result.
+ * isolation, three-step, footprint) each run one system at a time and return one result.
  */
 import type { LedgerVerdict } from './ledger.js';
 import type { Progress } from './progress.js';

@@ -7,11 +7,11 @@
  * answer or a late harness tick counts against the system instead of quietly delaying the next
  * sends (no coordinated omission).
  */
-import { describeVerdict, type Ledger } from '../ledger.js';
+import type { Ledger } from '../ledger.js';
 import { epochNow, summarize, type LatencySummary } from '../latency.js';
-import type { Figure, ScenarioContext, ScenarioResult } from '../scenario.js';
+import type { Figure } from '../scenario.js';
 import type { Job, JobHandler, QueueSystem } from '../system.js';
-import { systemKey } from '../systems/index.js';
+import type { RunFrame } from './framed-run.js';
 
 /** Grace after the ledger is complete for late duplicates to show up (as drain). */
 export const DUPLICATE_GRACE_MS = 500;
@@ -158,71 +158,6 @@ export function pushLatency(
   const summary = summarize(samples);
   if (summary) figures.push(...latencyFigures(key, label, summary));
   return summary;
-}
-
-/** What a scenario's body adds to its result. */
-export interface RunFrame {
-  readonly figures: Figure[];
-  readonly notes: string[];
-  /** `<scenario> <system>` for progress lines. */
-  readonly label: string;
-  /** Why the run did not finish (a timeout), when it did not; the verdict is added to it. */
-  incomplete?: string;
-}
-
-/**
- * Sets the system up, runs `body`, tears the system down (also on failure) and returns the result,
- * failed when the body threw, did not finish or the ledger is not exactly once.
- */
-export async function runFramed(options: {
-  readonly scenario: string;
-  readonly setting?: string;
-  readonly system: QueueSystem;
-  readonly context: ScenarioContext;
-  readonly ledger: Ledger;
-  readonly body: (frame: RunFrame) => Promise<void>;
-}): Promise<ScenarioResult> {
-  const { scenario, setting, system, context, ledger } = options;
-  const label = [scenario, setting, systemKey(system)].filter((p) => p !== undefined).join(' ');
-  const frame: RunFrame = { figures: [], notes: [], label };
-  let versions: Record<string, string> = {};
-  let failure: string | undefined;
-  try {
-    context.progress.update(`${label}: setting up`);
-    await system.setup();
-    versions = await system.versions();
-    await options.body(frame);
-  } catch (error) {
-    failure = `error: ${error instanceof Error ? error.message : String(error)}`;
-  } finally {
-    context.progress.update(`${label}: tearing down`);
-    try {
-      await system.teardown();
-    } catch (error) {
-      frame.notes.push(
-        `teardown failed: ${error instanceof Error ? error.message : String(error)}`,
-      );
-    }
-    context.progress.clear();
-  }
-  const verdict = ledger.verdict();
-  if (failure === undefined && !verdict.exactlyOnce) {
-    failure = [frame.incomplete, describeVerdict(verdict)]
-      .filter((p) => p !== undefined)
-      .join(': ');
-  }
-  return {
-    scenario,
-    ...(setting === undefined ? {} : { setting }),
-    system: { name: system.name, durability: system.durability, batched: system.batched },
-    count: ledger.expected,
-    concurrency: context.concurrency,
-    versions,
-    verdict,
-    figures: frame.figures,
-    failure,
-    notes: frame.notes,
-  };
 }
 
 /** Waits until the ledger is complete (or notes the timeout), then the duplicate grace. */

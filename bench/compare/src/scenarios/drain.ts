@@ -6,11 +6,11 @@
  */
 import { randomBytes } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
-import { describeVerdict, Ledger } from '../ledger.js';
+import { Ledger } from '../ledger.js';
 import { chunks } from '../pool.js';
-import type { Figure, Scenario, ScenarioContext, ScenarioResult } from '../scenario.js';
+import type { Scenario, ScenarioContext, ScenarioResult } from '../scenario.js';
 import type { Job, QueueSystem } from '../system.js';
-import { systemKey } from '../systems/index.js';
+import { runFramed } from './framed-run.js';
 
 /** Enqueued per `enqueue` call: small enough for a live progress line, large enough to batch. */
 const ENQUEUE_CHUNK = 1_000;
@@ -33,108 +33,78 @@ export const drain: Scenario = {
     const run = randomBytes(4).toString('hex');
     const jobs: Job[] = Array.from({ length: count }, (_, i) => ({ id: `${run}-${i}` }));
     const ledger = new Ledger(jobs.map((j) => j.id));
-    const figures: Figure[] = [];
-    const notes: string[] = [];
-    const label = `drain ${systemKey(system)}`;
-    let versions: Record<string, string> = {};
-    let failure: string | undefined;
-    try {
-      progress.update(`${label}: setting up`);
-      await system.setup();
-      versions = await system.versions();
-
-      let enqueued = 0;
-      const enqueueStart = performance.now();
-      for (const slice of chunks(jobs, ENQUEUE_CHUNK)) {
-        await system.enqueue(slice);
-        enqueued += slice.length;
-        const seconds = (performance.now() - enqueueStart) / 1_000;
-        progress.update(
-          `${label}: enqueued ${enqueued}/${count} (${rate(enqueued, seconds).toFixed(0)} jobs/s)`,
-        );
-      }
-      const enqueueSeconds = (performance.now() - enqueueStart) / 1_000;
-      figures.push(
-        {
-          key: 'enqueue_rate',
-          label: 'enqueue',
-          value: rate(count, enqueueSeconds),
-          unit: 'jobs/s',
-        },
-        { key: 'enqueue_s', label: 'enqueue time', value: enqueueSeconds, unit: 's' },
-      );
-      if (ledger.handled > 0) {
-        notes.push(`${ledger.handled} jobs were handled before the workers were started`);
-      }
-
-      const workersStart = performance.now();
-      let workersReady = Number.POSITIVE_INFINITY;
-      let timedOut: string | undefined;
-      const ticker = setInterval(() => {
-        const seconds = (performance.now() - (ledger.firstAt ?? workersStart)) / 1_000;
-        progress.update(
-          `${label}: handled ${ledger.handled}/${count} (${rate(ledger.handled, seconds).toFixed(0)} jobs/s)`,
-        );
-      }, 250);
-      try {
-        await system.startWorkers({ handler: ledger.handler, concurrency });
-        workersReady = performance.now();
-        const timeoutMs = processingTimeoutMs(count);
-        if (!(await ledger.waitComplete(timeoutMs))) {
-          timedOut = `not complete after ${Math.round(timeoutMs / 1_000)} s`;
-        }
-        await new Promise((resolve) => setTimeout(resolve, DUPLICATE_GRACE_MS));
-      } finally {
-        clearInterval(ticker);
-      }
-      const first = ledger.firstAt ?? workersStart;
-      const last = ledger.lastAt ?? first;
-      // From when the workers ran (startWorkers resolved, or the first job started if that came
-      // first: a process that reports itself ready after it began work) to the last job's start.
-      const processingSeconds = Math.max((last - Math.min(first, workersReady)) / 1_000, 1e-6);
-      figures.push(
-        {
-          key: 'processing_rate',
-          label: 'processing',
-          value: rate(count, processingSeconds),
-          unit: 'jobs/s',
-        },
-        { key: 'processing_s', label: 'processing time', value: processingSeconds, unit: 's' },
-        {
-          key: 'first_start_ms',
-          label: 'workers start → first job',
-          value: first - workersStart,
-          unit: 'ms',
-        },
-      );
-      const verdict = ledger.verdict();
-      if (!verdict.exactlyOnce) {
-        failure = [timedOut, describeVerdict(verdict)].filter((p) => p !== undefined).join(': ');
-      }
-    } catch (error) {
-      failure = `error: ${error instanceof Error ? error.message : String(error)}`;
-    } finally {
-      progress.update(`${label}: tearing down`);
-      try {
-        await system.teardown();
-      } catch (error) {
-        notes.push(`teardown failed: ${error instanceof Error ? error.message : String(error)}`);
-      }
-      progress.clear();
-    }
-    const verdict = ledger.verdict();
-    if (failure === undefined && !verdict.exactlyOnce) failure = describeVerdict(verdict);
-    return {
+    return runFramed({
       scenario: 'drain',
-      system: { name: system.name, durability: system.durability, batched: system.batched },
-      count,
-      concurrency,
-      versions,
-      verdict,
-      figures,
-      failure,
-      notes,
-    };
+      system,
+      context,
+      ledger,
+      body: async (frame) => {
+        const { figures, notes, label } = frame;
+        let enqueued = 0;
+        const enqueueStart = performance.now();
+        for (const slice of chunks(jobs, ENQUEUE_CHUNK)) {
+          await system.enqueue(slice);
+          enqueued += slice.length;
+          const seconds = (performance.now() - enqueueStart) / 1_000;
+          progress.update(
+            `${label}: enqueued ${enqueued}/${count} (${rate(enqueued, seconds).toFixed(0)} jobs/s)`,
+          );
+        }
+        const enqueueSeconds = (performance.now() - enqueueStart) / 1_000;
+        figures.push(
+          {
+            key: 'enqueue_rate',
+            label: 'enqueue',
+            value: rate(count, enqueueSeconds),
+            unit: 'jobs/s',
+          },
+          { key: 'enqueue_s', label: 'enqueue time', value: enqueueSeconds, unit: 's' },
+        );
+        if (ledger.handled > 0) {
+          notes.push(`${ledger.handled} jobs were handled before the workers were started`);
+        }
+
+        const workersStart = performance.now();
+        let workersReady = Number.POSITIVE_INFINITY;
+        const ticker = setInterval(() => {
+          const seconds = (performance.now() - (ledger.firstAt ?? workersStart)) / 1_000;
+          progress.update(
+            `${label}: handled ${ledger.handled}/${count} (${rate(ledger.handled, seconds).toFixed(0)} jobs/s)`,
+          );
+        }, 250);
+        try {
+          await system.startWorkers({ handler: ledger.handler, concurrency });
+          workersReady = performance.now();
+          const timeoutMs = processingTimeoutMs(count);
+          if (!(await ledger.waitComplete(timeoutMs))) {
+            frame.incomplete = `not complete after ${Math.round(timeoutMs / 1_000)} s`;
+          }
+          await new Promise((resolve) => setTimeout(resolve, DUPLICATE_GRACE_MS));
+        } finally {
+          clearInterval(ticker);
+        }
+        const first = ledger.firstAt ?? workersStart;
+        const last = ledger.lastAt ?? first;
+        // From when the workers ran (startWorkers resolved, or the first job started if that came
+        // first: a process that reports itself ready after it began work) to the last job's start.
+        const processingSeconds = Math.max((last - Math.min(first, workersReady)) / 1_000, 1e-6);
+        figures.push(
+          {
+            key: 'processing_rate',
+            label: 'processing',
+            value: rate(count, processingSeconds),
+            unit: 'jobs/s',
+          },
+          { key: 'processing_s', label: 'processing time', value: processingSeconds, unit: 's' },
+          {
+            key: 'first_start_ms',
+            label: 'workers start → first job',
+            value: first - workersStart,
+            unit: 'ms',
+          },
+        );
+      },
+    });
   },
 };
 

@@ -18,14 +18,13 @@ import {
   COMPLETION_TIMEOUT_MS,
   handlingTimeoutMs,
   pushLatency,
-  runFramed,
   scheduledJobs,
   sendOpenLoop,
   sinceScheduled,
   skipBatched,
   StartLog,
-  type RunFrame,
 } from './arrivals.js';
+import { runFramed, type RunFrame } from './framed-run.js';
 
 /** Loads the default set runs, and the full set's. */
 export const DEFAULT_LOADS: readonly number[] = [50];

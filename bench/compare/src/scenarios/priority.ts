@@ -23,14 +23,13 @@ import {
   awaitLedger,
   handlingTimeoutMs,
   pushLatency,
-  runFramed,
   scheduledJobs,
   sendOpenLoop,
   sinceScheduled,
   skipBatched,
   StartLog,
-  type RunFrame,
 } from './arrivals.js';
+import { runFramed, type RunFrame } from './framed-run.js';
 
 /** High-priority arrivals as a percentage of the drain rate. */
 export const HIGH_LOAD_PERCENT = 10;

@@ -1,0 +1,74 @@
+/**
+ * The frame every scenario run shares: set the system up, run the scenario's body, tear the system
+ * down (also when the body failed), and judge the run by its ledger — failed when the body threw,
+ * did not finish, or any job was lost or handled twice.
+ */
+import { describeVerdict, type Ledger } from '../ledger.js';
+import type { Figure, ScenarioContext, ScenarioResult } from '../scenario.js';
+import type { QueueSystem } from '../system.js';
+import { systemKey } from '../systems/index.js';
+
+/** What a scenario's body adds to its result. */
+export interface RunFrame {
+  readonly figures: Figure[];
+  readonly notes: string[];
+  /** `<scenario> <system>` for progress lines. */
+  readonly label: string;
+  /** Why the run did not finish (a timeout), when it did not; the verdict is added to it. */
+  incomplete?: string;
+}
+
+/**
+ * Sets the system up, runs `body`, tears the system down (also on failure) and returns the result,
+ * failed when the body threw, did not finish or the ledger is not exactly once.
+ */
+export async function runFramed(options: {
+  readonly scenario: string;
+  readonly setting?: string;
+  readonly system: QueueSystem;
+  readonly context: ScenarioContext;
+  readonly ledger: Ledger;
+  readonly body: (frame: RunFrame) => Promise<void>;
+}): Promise<ScenarioResult> {
+  const { scenario, setting, system, context, ledger } = options;
+  const label = [scenario, setting, systemKey(system)].filter((p) => p !== undefined).join(' ');
+  const frame: RunFrame = { figures: [], notes: [], label };
+  let versions: Record<string, string> = {};
+  let failure: string | undefined;
+  try {
+    context.progress.update(`${label}: setting up`);
+    await system.setup();
+    versions = await system.versions();
+    await options.body(frame);
+  } catch (error) {
+    failure = `error: ${error instanceof Error ? error.message : String(error)}`;
+  } finally {
+    context.progress.update(`${label}: tearing down`);
+    try {
+      await system.teardown();
+    } catch (error) {
+      frame.notes.push(
+        `teardown failed: ${error instanceof Error ? error.message : String(error)}`,
+      );
+    }
+    context.progress.clear();
+  }
+  const verdict = ledger.verdict();
+  if (failure === undefined && !verdict.exactlyOnce) {
+    failure = [frame.incomplete, describeVerdict(verdict)]
+      .filter((p) => p !== undefined)
+      .join(': ');
+  }
+  return {
+    scenario,
+    ...(setting === undefined ? {} : { setting }),
+    system: { name: system.name, durability: system.durability, batched: system.batched },
+    count: ledger.expected,
+    concurrency: context.concurrency,
+    versions,
+    verdict,
+    figures: frame.figures,
+    failure,
+    notes: frame.notes,
+  };
+}
