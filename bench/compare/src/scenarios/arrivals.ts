@@ -11,10 +11,7 @@ import type { Ledger } from '../ledger.js';
 import { epochNow, summarize, type LatencySummary } from '../latency.js';
 import type { Figure } from '../scenario.js';
 import type { Job, JobHandler, QueueSystem } from '../system.js';
-import type { RunFrame } from './framed-run.js';
 
-/** Grace after the ledger is complete for late duplicates to show up (as drain). */
-export const DUPLICATE_GRACE_MS = 500;
 /** How long completions may trail the last handler start before they count as unavailable. */
 export const COMPLETION_TIMEOUT_MS = 30_000;
 
@@ -158,18 +155,6 @@ export function pushLatency(
   const summary = summarize(samples);
   if (summary) figures.push(...latencyFigures(key, label, summary));
   return summary;
-}
-
-/** Waits until the ledger is complete (or notes the timeout), then the duplicate grace. */
-export async function awaitLedger(
-  ledger: Ledger,
-  frame: RunFrame,
-  timeoutMs: number,
-): Promise<void> {
-  if (!(await ledger.waitComplete(timeoutMs))) {
-    frame.incomplete = `not complete after ${Math.round(timeoutMs / 1_000)} s`;
-  }
-  await new Promise((resolve) => setTimeout(resolve, DUPLICATE_GRACE_MS));
 }
 
 /** Skips the batched variants: these scenarios time jobs sent one at a time. */

@@ -10,12 +10,10 @@ import { Ledger } from '../ledger.js';
 import { chunks } from '../pool.js';
 import type { Scenario, ScenarioContext, ScenarioResult } from '../scenario.js';
 import type { Job, QueueSystem } from '../system.js';
-import { runFramed } from './framed-run.js';
+import { awaitLedger, runFramed } from './framed-run.js';
 
 /** Enqueued per `enqueue` call: small enough for a live progress line, large enough to batch. */
 const ENQUEUE_CHUNK = 1_000;
-/** Grace after the ledger is complete for late duplicates to show up. */
-const DUPLICATE_GRACE_MS = 500;
 
 /** How long the workers may take: generous (two minutes, or 10 jobs/s on a shared machine). */
 function processingTimeoutMs(count: number): number {
@@ -76,10 +74,7 @@ export const drain: Scenario = {
           await system.startWorkers({ handler: ledger.handler, concurrency });
           workersReady = performance.now();
           const timeoutMs = processingTimeoutMs(count);
-          if (!(await ledger.waitComplete(timeoutMs))) {
-            frame.incomplete = `not complete after ${Math.round(timeoutMs / 1_000)} s`;
-          }
-          await new Promise((resolve) => setTimeout(resolve, DUPLICATE_GRACE_MS));
+          await awaitLedger(ledger, frame, timeoutMs);
         } finally {
           clearInterval(ticker);
         }

@@ -14,7 +14,6 @@ import { epochNow } from '../latency.js';
 import type { Scenario, ScenarioContext, ScenarioResult } from '../scenario.js';
 import type { CompletionWatch, Job, QueueSystem } from '../system.js';
 import {
-  awaitLedger,
   COMPLETION_TIMEOUT_MS,
   handlingTimeoutMs,
   pushLatency,
@@ -24,7 +23,7 @@ import {
   skipBatched,
   StartLog,
 } from './arrivals.js';
-import { runFramed, type RunFrame } from './framed-run.js';
+import { awaitLedger, runFramed, type RunFrame } from './framed-run.js';
 
 /** Loads the default set runs, and the full set's. */
 export const DEFAULT_LOADS: readonly number[] = [50];

@@ -29,16 +29,14 @@ import {
   type CpuMark,
   type RoleFootprint,
 } from '../footprint-sampler.js';
-import { describeVerdict, Ledger } from '../ledger.js';
+import { Ledger } from '../ledger.js';
 import { chunks } from '../pool.js';
-import type { Figure, Scenario, ScenarioContext, ScenarioResult } from '../scenario.js';
+import type { Scenario, ScenarioContext, ScenarioResult } from '../scenario.js';
 import type { Job, QueueSystem, SystemProcess } from '../system.js';
-import { systemKey } from '../systems/index.js';
+import { awaitLedger, runFramed } from './framed-run.js';
 
 /** Enqueued per `enqueue` call (as drain does). */
 const ENQUEUE_CHUNK = 1_000;
-/** Grace after the ledger is complete for late duplicates to show up. */
-const DUPLICATE_GRACE_MS = 500;
 /** How often the system is asked for its processes (new connections, a started executor). */
 const REFRESH_INTERVAL_MS = 1_000;
 /** How long the set-up system is watched doing nothing, for its idle CPU. */
@@ -72,9 +70,6 @@ export const footprint: Scenario = {
     const run = randomBytes(4).toString('hex');
     const jobs: Job[] = Array.from({ length: count }, (_, i) => ({ id: `${run}-${i}` }));
     const ledger = new Ledger(jobs.map((j) => j.id));
-    const figures: Figure[] = [];
-    const notes: string[] = [];
-    const label = `footprint ${systemKey(system)}`;
     const sampler = new FootprintSampler();
     sampler.track({ role: BENCH_ROLE, pid: process.pid });
     const seen = new Map<string, SystemProcess>();
@@ -97,197 +92,181 @@ export const footprint: Scenario = {
       }
     };
     let refresher: NodeJS.Timeout | undefined;
-    let versions: Record<string, string> = {};
-    let failure: string | undefined;
-    try {
-      // The harness alone (every adapter's libraries loaded), before the system adds to it.
-      const benchIdle = readProcess(process.pid);
-      progress.update(`${label}: setting up`);
-      await system.setup();
-      versions = await system.versions();
-      await refresh();
-      sampler.start();
-      refresher = setInterval(() => void refresh(), REFRESH_INTERVAL_MS);
-
-      // The system at rest: what its processes spend with nothing to do (polling, heartbeats),
-      // which every phase below also pays for as long as it lasts.
-      progress.update(`${label}: measuring idle`);
-      const idleMark = sampler.mark();
-      const idleStart = performance.now();
-      await new Promise((resolve) => setTimeout(resolve, IDLE_WINDOW_MS));
-      const idleCpu = sampler.cpuSince(idleMark);
-      const idleSeconds = (performance.now() - idleStart) / 1_000;
-
-      const enqueueMark = sampler.mark();
-      const enqueueStart = performance.now();
-      let enqueued = 0;
-      for (const slice of chunks(jobs, ENQUEUE_CHUNK)) {
-        await system.enqueue(slice);
-        enqueued += slice.length;
-        progress.update(`${label}: enqueued ${enqueued}/${count}`);
-      }
-      const enqueueSeconds = (performance.now() - enqueueStart) / 1_000;
-      const enqueueCpu = sampler.cpuSince(enqueueMark);
-      if (ledger.handled > 0) {
-        notes.push(`${ledger.handled} jobs were handled before the workers were started`);
-      }
-
-      progress.update(`${label}: ${count} jobs backlogged, reading memory`);
-      await new Promise((resolve) => setTimeout(resolve, BACKLOG_SETTLE_MS));
-      await refresh();
-      sampler.sample();
-      const backlog = sampler.footprints();
-
-      // Marked before the workers start: their start-up in the bench process is processing
-      // cost; a worker process started by `startWorkers` counts from when it is first seen.
-      const processingMark: CpuMark = sampler.mark();
-      const workersStart = performance.now();
-      let workersReady = Number.POSITIVE_INFINITY;
-      let timedOut: string | undefined;
-      const ticker = setInterval(() => {
-        progress.update(`${label}: handled ${ledger.handled}/${count}`);
-      }, 250);
-      try {
-        await system.startWorkers({ handler: ledger.handler, concurrency });
-        workersReady = performance.now();
-        await refresh();
-        const timeoutMs = processingTimeoutMs(count);
-        if (!(await ledger.waitComplete(timeoutMs))) {
-          timedOut = `not complete after ${Math.round(timeoutMs / 1_000)} s`;
-        }
-        await new Promise((resolve) => setTimeout(resolve, DUPLICATE_GRACE_MS));
-      } finally {
-        clearInterval(ticker);
-      }
-      const processingCpu = sampler.cpuSince(processingMark);
-      const first = ledger.firstAt ?? workersStart;
-      const last = ledger.lastAt ?? first;
-      const processingSeconds = Math.max((last - Math.min(first, workersReady)) / 1_000, 1e-6);
-
-      const workersInBench = ![...seen.values()].some((p) => p.runsWorkers === true);
-      const roleName = (role: string) => (role === BENCH_ROLE ? benchRole(workersInBench) : role);
-      const shared = (role: string) => seen.get(role)?.shared === true;
-      /** Counted in the system's totals: its processes, and the bench process if it works. */
-      const counted = (role: string) => role !== BENCH_ROLE || workersInBench;
-      /** CPU seconds of one role, or of the system's totals (see {@link counted}). */
-      const cpuOf = (cpu: ReadonlyMap<string, number>, role?: string) =>
-        [...cpu]
-          .filter(([r]) => (role === undefined ? counted(r) : r === role))
-          .reduce((sum, [, seconds]) => sum + seconds, 0);
-      const perThousand = (cpu: ReadonlyMap<string, number>, role?: string) =>
-        (cpuOf(cpu, role) * 1_000) / count;
-      const idlePercent = (role?: string) => (cpuOf(idleCpu, role) / idleSeconds) * 100;
-      /** Memory of a role: its own, or for a shared server its growth since first sampled. */
-      const memoryOf = (f: RoleFootprint, bytes: number) =>
-        Math.max(0, shared(f.role) ? bytes - f.firstBytes : bytes) / MB;
-
-      figures.push(
-        { key: 'enqueue_rate', label: 'enqueue', value: count / enqueueSeconds, unit: 'jobs/s' },
-        {
-          key: 'processing_rate',
-          label: 'processing',
-          value: count / processingSeconds,
-          unit: 'jobs/s',
-        },
-        {
-          key: 'cpu_enqueue_per_1k',
-          label: 'CPU per 1,000 enqueued',
-          value: perThousand(enqueueCpu),
-          unit: 's',
-        },
-        {
-          key: 'cpu_processing_per_1k',
-          label: 'CPU per 1,000 processed',
-          value: perThousand(processingCpu),
-          unit: 's',
-        },
-        { key: 'idle_cpu_percent', label: 'CPU idle', value: idlePercent(), unit: '% of a core' },
-        {
-          key: 'backlog_mb',
-          label: `memory with ${count} backlogged`,
-          value: backlog
-            .filter((f) => f.role !== BENCH_ROLE)
-            .reduce((sum, f) => sum + memoryOf(f, f.currentBytes), 0),
-          unit: 'MB',
-        },
-        {
-          key: 'bench_idle_mb',
-          label: 'bench process before setup',
-          value: (benchIdle?.rssBytes ?? 0) / MB,
-          unit: 'MB',
-        },
-      );
-      const final = sampler.footprints();
-      for (const f of final) {
-        const name = roleName(f.role);
-        const suffix = shared(f.role) ? ' Δ' : '';
-        const atBacklog = backlog.find((b) => b.role === f.role);
-        figures.push(
-          {
-            key: `peak_mb:${name}`,
-            label: `peak ${name}${suffix}`,
-            value: memoryOf(f, f.peakBytes),
-            unit: 'MB',
-          },
-          {
-            key: `backlog_mb:${name}`,
-            label: `backlogged ${name}${suffix}`,
-            value: atBacklog === undefined ? 0 : memoryOf(atBacklog, atBacklog.currentBytes),
-            unit: 'MB',
-          },
-          {
-            key: `cpu_enqueue_per_1k:${name}`,
-            label: `CPU per 1,000 enqueued, ${name}`,
-            value: perThousand(enqueueCpu, f.role),
-            unit: 's',
-          },
-          {
-            key: `cpu_processing_per_1k:${name}`,
-            label: `CPU per 1,000 processed, ${name}`,
-            value: perThousand(processingCpu, f.role),
-            unit: 's',
-          },
-          {
-            key: `idle_cpu_percent:${name}`,
-            label: `CPU idle, ${name}`,
-            value: idlePercent(f.role),
-            unit: '% of a core',
-          },
-        );
-      }
-      notes.push(...footprintNotes(system, final, seen, workersInBench));
-      if (refreshError !== undefined) notes.push(`processes() failed: ${refreshError}`);
-
-      const verdict = ledger.verdict();
-      if (!verdict.exactlyOnce) {
-        failure = [timedOut, describeVerdict(verdict)].filter((p) => p !== undefined).join(': ');
-      }
-    } catch (error) {
-      failure = `error: ${error instanceof Error ? error.message : String(error)}`;
-    } finally {
-      clearInterval(refresher);
-      sampler.stop();
-      progress.update(`${label}: tearing down`);
-      try {
-        await system.teardown();
-      } catch (error) {
-        notes.push(`teardown failed: ${error instanceof Error ? error.message : String(error)}`);
-      }
-      progress.clear();
-    }
-    const verdict = ledger.verdict();
-    if (failure === undefined && !verdict.exactlyOnce) failure = describeVerdict(verdict);
-    return {
+    // The harness alone (every adapter's libraries loaded), before the system adds to it.
+    const benchIdle = readProcess(process.pid);
+    return runFramed({
       scenario: 'footprint',
-      system: { name: system.name, durability: system.durability, batched: system.batched },
-      count,
-      concurrency,
-      versions,
-      verdict,
-      figures,
-      failure,
-      notes,
-    };
+      system,
+      context,
+      ledger,
+      body: async (frame) => {
+        const { figures, notes, label } = frame;
+        try {
+          await refresh();
+          sampler.start();
+          refresher = setInterval(() => void refresh(), REFRESH_INTERVAL_MS);
+
+          // The system at rest: what its processes spend with nothing to do (polling, heartbeats),
+          // which every phase below also pays for as long as it lasts.
+          progress.update(`${label}: measuring idle`);
+          const idleMark = sampler.mark();
+          const idleStart = performance.now();
+          await new Promise((resolve) => setTimeout(resolve, IDLE_WINDOW_MS));
+          const idleCpu = sampler.cpuSince(idleMark);
+          const idleSeconds = (performance.now() - idleStart) / 1_000;
+
+          const enqueueMark = sampler.mark();
+          const enqueueStart = performance.now();
+          let enqueued = 0;
+          for (const slice of chunks(jobs, ENQUEUE_CHUNK)) {
+            await system.enqueue(slice);
+            enqueued += slice.length;
+            progress.update(`${label}: enqueued ${enqueued}/${count}`);
+          }
+          const enqueueSeconds = (performance.now() - enqueueStart) / 1_000;
+          const enqueueCpu = sampler.cpuSince(enqueueMark);
+          if (ledger.handled > 0) {
+            notes.push(`${ledger.handled} jobs were handled before the workers were started`);
+          }
+
+          progress.update(`${label}: ${count} jobs backlogged, reading memory`);
+          await new Promise((resolve) => setTimeout(resolve, BACKLOG_SETTLE_MS));
+          await refresh();
+          sampler.sample();
+          const backlog = sampler.footprints();
+
+          // Marked before the workers start: their start-up in the bench process is processing
+          // cost; a worker process started by `startWorkers` counts from when it is first seen.
+          const processingMark: CpuMark = sampler.mark();
+          const workersStart = performance.now();
+          let workersReady = Number.POSITIVE_INFINITY;
+          const ticker = setInterval(() => {
+            progress.update(`${label}: handled ${ledger.handled}/${count}`);
+          }, 250);
+          try {
+            await system.startWorkers({ handler: ledger.handler, concurrency });
+            workersReady = performance.now();
+            await refresh();
+            const timeoutMs = processingTimeoutMs(count);
+            await awaitLedger(ledger, frame, timeoutMs);
+          } finally {
+            clearInterval(ticker);
+          }
+          const processingCpu = sampler.cpuSince(processingMark);
+          const first = ledger.firstAt ?? workersStart;
+          const last = ledger.lastAt ?? first;
+          const processingSeconds = Math.max((last - Math.min(first, workersReady)) / 1_000, 1e-6);
+
+          const workersInBench = ![...seen.values()].some((p) => p.runsWorkers === true);
+          const roleName = (role: string) =>
+            role === BENCH_ROLE ? benchRole(workersInBench) : role;
+          const shared = (role: string) => seen.get(role)?.shared === true;
+          /** Counted in the system's totals: its processes, and the bench process if it works. */
+          const counted = (role: string) => role !== BENCH_ROLE || workersInBench;
+          /** CPU seconds of one role, or of the system's totals (see {@link counted}). */
+          const cpuOf = (cpu: ReadonlyMap<string, number>, role?: string) =>
+            [...cpu]
+              .filter(([r]) => (role === undefined ? counted(r) : r === role))
+              .reduce((sum, [, seconds]) => sum + seconds, 0);
+          const perThousand = (cpu: ReadonlyMap<string, number>, role?: string) =>
+            (cpuOf(cpu, role) * 1_000) / count;
+          const idlePercent = (role?: string) => (cpuOf(idleCpu, role) / idleSeconds) * 100;
+          /** Memory of a role: its own, or for a shared server its growth since first sampled. */
+          const memoryOf = (f: RoleFootprint, bytes: number) =>
+            Math.max(0, shared(f.role) ? bytes - f.firstBytes : bytes) / MB;
+
+          figures.push(
+            {
+              key: 'enqueue_rate',
+              label: 'enqueue',
+              value: count / enqueueSeconds,
+              unit: 'jobs/s',
+            },
+            {
+              key: 'processing_rate',
+              label: 'processing',
+              value: count / processingSeconds,
+              unit: 'jobs/s',
+            },
+            {
+              key: 'cpu_enqueue_per_1k',
+              label: 'CPU per 1,000 enqueued',
+              value: perThousand(enqueueCpu),
+              unit: 's',
+            },
+            {
+              key: 'cpu_processing_per_1k',
+              label: 'CPU per 1,000 processed',
+              value: perThousand(processingCpu),
+              unit: 's',
+            },
+            {
+              key: 'idle_cpu_percent',
+              label: 'CPU idle',
+              value: idlePercent(),
+              unit: '% of a core',
+            },
+            {
+              key: 'backlog_mb',
+              label: `memory with ${count} backlogged`,
+              value: backlog
+                .filter((f) => f.role !== BENCH_ROLE)
+                .reduce((sum, f) => sum + memoryOf(f, f.currentBytes), 0),
+              unit: 'MB',
+            },
+            {
+              key: 'bench_idle_mb',
+              label: 'bench process before setup',
+              value: (benchIdle?.rssBytes ?? 0) / MB,
+              unit: 'MB',
+            },
+          );
+          const final = sampler.footprints();
+          for (const f of final) {
+            const name = roleName(f.role);
+            const suffix = shared(f.role) ? ' Δ' : '';
+            const atBacklog = backlog.find((b) => b.role === f.role);
+            figures.push(
+              {
+                key: `peak_mb:${name}`,
+                label: `peak ${name}${suffix}`,
+                value: memoryOf(f, f.peakBytes),
+                unit: 'MB',
+              },
+              {
+                key: `backlog_mb:${name}`,
+                label: `backlogged ${name}${suffix}`,
+                value: atBacklog === undefined ? 0 : memoryOf(atBacklog, atBacklog.currentBytes),
+                unit: 'MB',
+              },
+              {
+                key: `cpu_enqueue_per_1k:${name}`,
+                label: `CPU per 1,000 enqueued, ${name}`,
+                value: perThousand(enqueueCpu, f.role),
+                unit: 's',
+              },
+              {
+                key: `cpu_processing_per_1k:${name}`,
+                label: `CPU per 1,000 processed, ${name}`,
+                value: perThousand(processingCpu, f.role),
+                unit: 's',
+              },
+              {
+                key: `idle_cpu_percent:${name}`,
+                label: `CPU idle, ${name}`,
+                value: idlePercent(f.role),
+                unit: '% of a core',
+              },
+            );
+          }
+          notes.push(...footprintNotes(system, final, seen, workersInBench));
+          if (refreshError !== undefined) notes.push(`processes() failed: ${refreshError}`);
+        } finally {
+          clearInterval(refresher);
+          sampler.stop();
+        }
+      },
+    });
   },
 };
 

@@ -3,10 +3,13 @@
  * down (also when the body failed), and judge the run by its ledger — failed when the body threw,
  * did not finish, or any job was lost or handled twice.
  */
-import { describeVerdict, type Ledger } from '../ledger.js';
+import { describeVerdict, type Ledger, type LedgerVerdict } from '../ledger.js';
 import type { Figure, ScenarioContext, ScenarioResult } from '../scenario.js';
-import type { QueueSystem } from '../system.js';
+import type { QueueSystem, SystemInfo } from '../system.js';
 import { systemKey } from '../systems/index.js';
+
+/** Grace after a ledger is complete for late duplicates to show up. */
+const DUPLICATE_GRACE_MS = 500;
 
 /** What a scenario's body adds to its result. */
 export interface RunFrame {
@@ -18,19 +21,30 @@ export interface RunFrame {
   incomplete?: string;
 }
 
+/** What the frame needs of a system: a queue system, or a chain system (three-step). */
+export type FramedSystem = SystemInfo & Pick<QueueSystem, 'setup' | 'teardown' | 'versions'>;
+
+/** What a run is judged by: a ledger of jobs, or of chains. */
+export interface RunLedger<Verdict extends LedgerVerdict> {
+  verdict(): Verdict;
+}
+
 /**
  * Sets the system up, runs `body`, tears the system down (also on failure) and returns the result,
- * failed when the body threw, did not finish or the ledger is not exactly once.
+ * failed when the body threw, did not finish or the ledger is not exactly once (`describe` says how;
+ * the job ledger's wording by default).
  */
-export async function runFramed(options: {
+export async function runFramed<Verdict extends LedgerVerdict = LedgerVerdict>(options: {
   readonly scenario: string;
   readonly setting?: string;
-  readonly system: QueueSystem;
+  readonly system: FramedSystem;
   readonly context: ScenarioContext;
-  readonly ledger: Ledger;
+  readonly ledger: RunLedger<Verdict>;
+  readonly describe?: (verdict: Verdict) => string;
   readonly body: (frame: RunFrame) => Promise<void>;
 }): Promise<ScenarioResult> {
   const { scenario, setting, system, context, ledger } = options;
+  const describe = options.describe ?? describeVerdict;
   const label = [scenario, setting, systemKey(system)].filter((p) => p !== undefined).join(' ');
   const frame: RunFrame = { figures: [], notes: [], label };
   let versions: Record<string, string> = {};
@@ -55,15 +69,13 @@ export async function runFramed(options: {
   }
   const verdict = ledger.verdict();
   if (failure === undefined && !verdict.exactlyOnce) {
-    failure = [frame.incomplete, describeVerdict(verdict)]
-      .filter((p) => p !== undefined)
-      .join(': ');
+    failure = [frame.incomplete, describe(verdict)].filter((p) => p !== undefined).join(': ');
   }
   return {
     scenario,
     ...(setting === undefined ? {} : { setting }),
     system: { name: system.name, durability: system.durability, batched: system.batched },
-    count: ledger.expected,
+    count: verdict.expected,
     concurrency: context.concurrency,
     versions,
     verdict,
@@ -71,4 +83,16 @@ export async function runFramed(options: {
     failure,
     notes: frame.notes,
   };
+}
+
+/** Waits until the ledger is complete (or notes the timeout), then the duplicate grace. */
+export async function awaitLedger(
+  ledger: Ledger,
+  frame: RunFrame,
+  timeoutMs: number,
+): Promise<void> {
+  if (!(await ledger.waitComplete(timeoutMs))) {
+    frame.incomplete = `not complete after ${Math.round(timeoutMs / 1_000)} s`;
+  }
+  await new Promise((resolve) => setTimeout(resolve, DUPLICATE_GRACE_MS));
 }

@@ -20,7 +20,6 @@ import { chunks } from '../pool.js';
 import type { Scenario, ScenarioContext, ScenarioResult } from '../scenario.js';
 import type { Job, QueueSystem, SystemInfo } from '../system.js';
 import {
-  awaitLedger,
   handlingTimeoutMs,
   pushLatency,
   scheduledJobs,
@@ -29,7 +28,7 @@ import {
   skipBatched,
   StartLog,
 } from './arrivals.js';
-import { runFramed, type RunFrame } from './framed-run.js';
+import { awaitLedger, runFramed, type RunFrame } from './framed-run.js';
 
 /** High-priority arrivals as a percentage of the drain rate. */
 export const HIGH_LOAD_PERCENT = 10;

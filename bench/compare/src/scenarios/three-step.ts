@@ -26,21 +26,14 @@ import {
 } from '../chain-system.js';
 import { summarize } from '../latency.js';
 import { chunks } from '../pool.js';
-import {
-  ok,
-  type Figure,
-  type Scenario,
-  type ScenarioContext,
-  type ScenarioResult,
-} from '../scenario.js';
+import { ok, type Scenario, type ScenarioContext, type ScenarioResult } from '../scenario.js';
 import type { QueueSystem, SystemInfo } from '../system.js';
 import { createChainSystem, hasChainAdapter } from '../systems/chains/index.js';
 import { systemKey } from '../systems/index.js';
+import { awaitLedger, runFramed } from './framed-run.js';
 
 /** Chains per `enqueue` call: small enough for a live progress line. */
 const ENQUEUE_CHUNK = 1_000;
-/** Grace after the last chain completed for late duplicates to show up. */
-const DUPLICATE_GRACE_MS = 500;
 
 /** How long the workers may take: two minutes, or 10 steps/s on a shared machine. */
 function processingTimeoutMs(count: number): number {
@@ -98,122 +91,96 @@ async function runChains(
   const run = randomBytes(4).toString('hex');
   const chains: Chain[] = Array.from({ length: count }, (_, i) => ({ id: `${run}-${i}` }));
   const ledger = new ChainLedger(chains.map((c) => c.id));
-  const figures: Figure[] = [];
-  const notes: string[] = [CONCURRENCY_NOTES[key] ?? `${concurrency} steps of each kind at once`];
-  const label = `three-step ${key}`;
-  let versions: Record<string, string> = {};
-  let failure: string | undefined;
-  try {
-    progress.update(`${label}: setting up`);
-    await system.setup();
-    versions = await system.versions();
-
-    let enqueued = 0;
-    const enqueueStart = performance.now();
-    for (const slice of chunks(chains, ENQUEUE_CHUNK)) {
-      await system.enqueue(slice);
-      enqueued += slice.length;
-      progress.update(`${label}: enqueued ${enqueued}/${count} chains`);
-    }
-    const enqueueSeconds = (performance.now() - enqueueStart) / 1_000;
-    figures.push({
-      key: 'enqueue_rate',
-      label: 'enqueue',
-      value: rate(count, enqueueSeconds),
-      unit: 'chains/s',
-    });
-    if (ledger.stepsHandled > 0) {
-      notes.push(`${ledger.stepsHandled} steps were handled before the workers were started`);
-    }
-
-    const workersStart = performance.now();
-    let workersReady = Number.POSITIVE_INFINITY;
-    let timedOut: string | undefined;
-    const ticker = setInterval(() => {
-      progress.update(
-        `${label}: ${ledger.final.handled}/${count} chains done, ${ledger.stepsHandled}/${count * CHAIN_STEPS} steps`,
-      );
-    }, 250);
-    try {
-      await system.startWorkers({ onStep: ledger.onStep, concurrency });
-      workersReady = performance.now();
-      const timeoutMs = processingTimeoutMs(count);
-      if (!(await ledger.final.waitComplete(timeoutMs))) {
-        timedOut = `not complete after ${Math.round(timeoutMs / 1_000)} s`;
-      }
-      await new Promise((resolve) => setTimeout(resolve, DUPLICATE_GRACE_MS));
-    } finally {
-      clearInterval(ticker);
-    }
-    const first = ledger.firstAt ?? workersStart;
-    const last = ledger.final.lastAt ?? first;
-    // From when the workers ran (or the first step started, if that came first) to the start of
-    // the last chain's final step, as drain times its one-step jobs.
-    const seconds = Math.max((last - Math.min(first, workersReady)) / 1_000, 1e-6);
-    const msPerStep = (seconds * 1_000) / (count * CHAIN_STEPS);
-    figures.push(
-      { key: 'chain_rate', label: 'chains', value: rate(count, seconds), unit: 'chains/s' },
-      {
-        key: 'step_rate',
-        label: 'steps',
-        value: rate(count * CHAIN_STEPS, seconds),
-        unit: 'steps/s',
-      },
-      { key: 'processing_s', label: 'processing time', value: seconds, unit: 's' },
-      { key: 'ms_per_step', label: 'time per chain ÷ 3', value: msPerStep, unit: 'ms' },
-    );
-    const drainRate = drainProcessingRate(key, context.earlier ?? []);
-    if (drainRate !== undefined) {
-      const drainMs = 1_000 / drainRate;
-      figures.push(
-        { key: 'drain_ms_per_job', label: 'drain time per job', value: drainMs, unit: 'ms' },
-        { key: 'step_vs_drain', label: 'step ÷ drain job', value: msPerStep / drainMs, unit: '×' },
-      );
-    } else {
-      notes.push('no drain of this system earlier in the command: no one-step time to compare');
-    }
-    const hops = summarize(ledger.hops());
-    if (hops !== undefined) {
-      figures.push(
-        { key: 'hop_p50', label: 'step → next step p50', value: hops.p50, unit: 'ms' },
-        { key: 'hop_p95', label: 'step → next step p95', value: hops.p95, unit: 'ms' },
-        { key: 'hop_p99', label: 'step → next step p99', value: hops.p99, unit: 'ms' },
-      );
-    }
-    figures.push({
-      key: 'first_start_ms',
-      label: 'workers start → first step',
-      value: first - workersStart,
-      unit: 'ms',
-    });
-    const verdict = ledger.verdict();
-    if (!verdict.exactlyOnce) {
-      failure = [timedOut, describeChainVerdict(verdict)].filter((p) => p !== undefined).join(': ');
-    }
-  } catch (error) {
-    failure = `error: ${error instanceof Error ? error.message : String(error)}`;
-  } finally {
-    progress.update(`${label}: tearing down`);
-    try {
-      await system.teardown();
-    } catch (error) {
-      notes.push(`teardown failed: ${error instanceof Error ? error.message : String(error)}`);
-    }
-    progress.clear();
-  }
-  const verdict = ledger.verdict();
-  if (failure === undefined && !verdict.exactlyOnce) failure = describeChainVerdict(verdict);
-  return {
+  return runFramed({
     scenario: 'three-step',
-    system: { name: system.name, durability: system.durability, batched: system.batched },
-    count,
-    concurrency,
-    versions,
-    verdict,
-    figures,
-    failure,
-    notes,
-  };
+    system,
+    context,
+    ledger,
+    describe: describeChainVerdict,
+    body: async (frame) => {
+      const { figures, notes, label } = frame;
+      notes.push(CONCURRENCY_NOTES[key] ?? `${concurrency} steps of each kind at once`);
+      let enqueued = 0;
+      const enqueueStart = performance.now();
+      for (const slice of chunks(chains, ENQUEUE_CHUNK)) {
+        await system.enqueue(slice);
+        enqueued += slice.length;
+        progress.update(`${label}: enqueued ${enqueued}/${count} chains`);
+      }
+      const enqueueSeconds = (performance.now() - enqueueStart) / 1_000;
+      figures.push({
+        key: 'enqueue_rate',
+        label: 'enqueue',
+        value: rate(count, enqueueSeconds),
+        unit: 'chains/s',
+      });
+      if (ledger.stepsHandled > 0) {
+        notes.push(`${ledger.stepsHandled} steps were handled before the workers were started`);
+      }
+
+      const workersStart = performance.now();
+      let workersReady = Number.POSITIVE_INFINITY;
+      const ticker = setInterval(() => {
+        progress.update(
+          `${label}: ${ledger.final.handled}/${count} chains done, ${ledger.stepsHandled}/${count * CHAIN_STEPS} steps`,
+        );
+      }, 250);
+      try {
+        await system.startWorkers({ onStep: ledger.onStep, concurrency });
+        workersReady = performance.now();
+        const timeoutMs = processingTimeoutMs(count);
+        await awaitLedger(ledger.final, frame, timeoutMs);
+      } finally {
+        clearInterval(ticker);
+      }
+      const first = ledger.firstAt ?? workersStart;
+      const last = ledger.final.lastAt ?? first;
+      // From when the workers ran (or the first step started, if that came first) to the start of
+      // the last chain's final step, as drain times its one-step jobs.
+      const seconds = Math.max((last - Math.min(first, workersReady)) / 1_000, 1e-6);
+      const msPerStep = (seconds * 1_000) / (count * CHAIN_STEPS);
+      figures.push(
+        { key: 'chain_rate', label: 'chains', value: rate(count, seconds), unit: 'chains/s' },
+        {
+          key: 'step_rate',
+          label: 'steps',
+          value: rate(count * CHAIN_STEPS, seconds),
+          unit: 'steps/s',
+        },
+        { key: 'processing_s', label: 'processing time', value: seconds, unit: 's' },
+        { key: 'ms_per_step', label: 'time per chain ÷ 3', value: msPerStep, unit: 'ms' },
+      );
+      const drainRate = drainProcessingRate(key, context.earlier ?? []);
+      if (drainRate !== undefined) {
+        const drainMs = 1_000 / drainRate;
+        figures.push(
+          { key: 'drain_ms_per_job', label: 'drain time per job', value: drainMs, unit: 'ms' },
+          {
+            key: 'step_vs_drain',
+            label: 'step ÷ drain job',
+            value: msPerStep / drainMs,
+            unit: '×',
+          },
+        );
+      } else {
+        notes.push('no drain of this system earlier in the command: no one-step time to compare');
+      }
+      const hops = summarize(ledger.hops());
+      if (hops !== undefined) {
+        figures.push(
+          { key: 'hop_p50', label: 'step → next step p50', value: hops.p50, unit: 'ms' },
+          { key: 'hop_p95', label: 'step → next step p95', value: hops.p95, unit: 'ms' },
+          { key: 'hop_p99', label: 'step → next step p99', value: hops.p99, unit: 'ms' },
+        );
+      }
+      figures.push({
+        key: 'first_start_ms',
+        label: 'workers start → first step',
+        value: first - workersStart,
+        unit: 'ms',
+      });
+    },
+  });
 }
 
 /** How each adapter maps the harness's concurrency onto its workers (shown with the result). */
