@@ -14,6 +14,28 @@ import type { Executor, Transaction } from '../client.js';
 /** First key of the two-key advisory locks admission takes (one lock per resource). */
 export const ADMISSION_LOCK_NAMESPACE = 0x51c3_0005;
 
+/** The second key of a resource's admission lock (the first is {@link ADMISSION_LOCK_NAMESPACE}). */
+function admissionLockKeyOf(resource: SQL): SQL {
+  return sql`hashtext(${resource})`;
+}
+
+/**
+ * Whether this transaction holds the admission lock of the resource named by the SQL expression
+ * `resource`, read from `heldKeys`: a relation of the `objid`s of {@link heldAdmissionLocks}. A
+ * two-key advisory lock shows in `pg_locks` as classid = first key, objid = second key (an int4
+ * read as an oid), objsubid = 2.
+ */
+export function holdsAdmissionLock(resource: SQL, heldKeys: SQL): SQL {
+  return sql`${admissionLockKeyOf(resource)}::oid in (select objid from ${heldKeys})`;
+}
+
+/** The admission locks this transaction holds now (taken by {@link lockAdmission}), one row each. */
+export function heldAdmissionLocks(): SQL {
+  return sql`select l.objid from pg_locks l
+    where l.locktype = 'advisory' and l.pid = pg_backend_pid() and l.granted
+      and l.classid = ${ADMISSION_LOCK_NAMESPACE}::oid and l.objsubid = 2`;
+}
+
 /** Resource limit of a resource without a `resource_limits` row, unless the caller says otherwise. */
 export const DEFAULT_RESOURCE_LIMIT = 64;
 
@@ -105,7 +127,7 @@ export async function lockAdmission(
                 then pg_advisory_xact_lock(${ADMISSION_LOCK_NAMESPACE}::int, r.key)::text
            end as locked
     from (
-      select resource, hashtext(resource) as key,
+      select resource, ${admissionLockKeyOf(sql`resource`)} as key,
              (select count(*) from task_steps f
               where f.status in ('dispatched', 'running') and f.resource = d.resource)
                < l.max_in_flight - case

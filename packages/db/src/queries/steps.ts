@@ -8,9 +8,10 @@ import type { Executor, Transaction } from '../client.js';
 import { taskSteps } from '../schema.js';
 import { inputTaskIds } from './batch-input.js';
 import {
-  ADMISSION_LOCK_NAMESPACE,
   ANY_RESOURCE,
   DEFAULT_RESOURCE_LIMIT,
+  heldAdmissionLocks,
+  holdsAdmissionLock,
   lockAdmission,
   resourceLimitOf,
   urgentSlotsOf,
@@ -162,13 +163,9 @@ export function claimReadyStepsStatement(
   admission: AdmissionSettings = DEFAULT_ADMISSION,
   resources: 'locked' | 'all' = 'locked',
 ): SQL {
-  // The resources whose admission lock (`lockAdmission`) this transaction holds: two-key advisory
-  // locks show in pg_locks as classid = first key, objid = second key (an int4 read as an oid).
-  const lockedByMe = sql`select l.objid from pg_locks l
-    where l.locktype = 'advisory' and l.pid = pg_backend_pid() and l.granted
-      and l.classid = ${ADMISSION_LOCK_NAMESPACE}::oid and l.objsubid = 2`;
+  // In `locked`, the admission locks (`lockAdmission`) this transaction holds, read once.
   const onlyResources =
-    resources === 'all' ? sql`true` : sql`hashtext(s.resource)::oid in (select objid from locked)`;
+    resources === 'all' ? sql`true` : holdsAdmissionLock(sql`s.resource`, sql`locked`);
   const anyResource = resources === 'all' ? sql`true` : sql`exists (select 1 from locked)`;
   const held = admission.heldPriorities ?? [];
   const closed = admission.closedResources ?? [];
@@ -211,7 +208,7 @@ export function claimReadyStepsStatement(
     -- Every (resource, tenant, priority) with ready steps, found by skipping through the ready
     -- index one group at a time: as many index probes as groups, however long the backlog (a
     -- plain DISTINCT read every ready step on every claim).
-    with recursive locked as materialized (${lockedByMe}),
+    with recursive locked as materialized (${heldAdmissionLocks()}),
     ready_groups as (
       (select s.resource, s.tenant_id, s.priority
        from task_steps s
