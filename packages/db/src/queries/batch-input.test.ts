@@ -8,9 +8,11 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { sql, type SQL } from 'drizzle-orm';
+import { PgDialect } from 'drizzle-orm/pg-core';
 import type { DatabaseHandle, Executor } from '../client.js';
 import { openTaskTypeDatabase, type TaskTypeDatabase } from '../testing/index.js';
 import { applyLockedTransitions } from '../transition.js';
+import { bigintArrayOf, uuidArrayOf } from './batch-input.js';
 import { explainAnalyze } from './explain.js';
 import { startUsualSteps } from './step-start.js';
 import { recordStepOutcomes } from './steps.js';
@@ -116,6 +118,12 @@ describe('batch statements on a table of thousands of tasks', () => {
     assert.doesNotMatch(plan, /Seq Scan on tasks/, plan);
   });
 
+  it('the outcome pass locks its tasks through the primary key', async () => {
+    const plan = await planOfFirstExecute((executor) => lockTasks(executor, [taskId]));
+    assert.match(plan, /Index Scan using tasks_pkey|Bitmap Index Scan on tasks_pkey/, plan);
+    assert.doesNotMatch(plan, /Seq Scan on tasks/, plan);
+  });
+
   it('a join on the input rows alone reads the whole table at this size (why the fragment exists)', async () => {
     const plan = (
       await explainAnalyze(
@@ -128,5 +136,38 @@ describe('batch statements on a table of thousands of tasks', () => {
       )
     ).join('\n');
     assert.match(plan, /Seq Scan on tasks/, plan);
+  });
+});
+
+describe('id lists as one parameter', () => {
+  const dialect = new PgDialect();
+
+  it('give one statement text whatever the number of ids', () => {
+    for (const arrayOf of [
+      () => [bigintArrayOf([1]), bigintArrayOf([1, 2, 3])],
+      () => [uuidArrayOf([taskId]), uuidArrayOf([taskId, taskId, taskId])],
+    ]) {
+      const [one, three] = arrayOf().map((fragment) => dialect.sqlToQuery(fragment));
+      assert.equal(one?.sql, three?.sql);
+      assert.equal(three?.params.length, 1);
+    }
+  });
+
+  it('carry every id, bigint ids beyond 32 bits included', async () => {
+    const big = [1, 2 ** 40 + 7, Number.MAX_SAFE_INTEGER];
+    const bigRows = await handle.db.execute<{ id: string }>(
+      sql`select unnest(${bigintArrayOf(big)})::text as id`,
+    );
+    assert.deepEqual(
+      bigRows.map((row) => Number(row.id)),
+      big,
+    );
+    const uuidRows = await handle.db.execute<{ id: string }>(
+      sql`select unnest(${uuidArrayOf([taskId])}) as id`,
+    );
+    assert.deepEqual(
+      uuidRows.map((row) => row.id),
+      [taskId],
+    );
   });
 });

@@ -25,3 +25,17 @@ export const inputTaskIds = sql`array(select task_id from input)`;
 export function textArrayOf(values: readonly string[]): SQL {
   return sql`array(select jsonb_array_elements_text(${JSON.stringify(values)}::jsonb))`;
 }
+
+/**
+ * Row ids as a `bigint[]` for `where id = any(…)`, passed as one JSON parameter: one statement
+ * text whatever the number of ids (so Postgres and the driver prepare it once per connection, where
+ * `in ($1, …, $n)` is a new statement for every n), estimated like {@link textArrayOf}.
+ */
+export function bigintArrayOf(ids: readonly number[]): SQL {
+  return sql`array(select jsonb_array_elements_text(${JSON.stringify(ids)}::jsonb)::bigint)`;
+}
+
+/** Task ids as a `uuid[]` for `where id = any(…)`, as {@link bigintArrayOf} passes row ids. */
+export function uuidArrayOf(ids: readonly string[]): SQL {
+  return sql`array(select jsonb_array_elements_text(${JSON.stringify(ids)}::jsonb)::uuid)`;
+}

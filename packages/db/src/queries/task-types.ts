@@ -2,8 +2,9 @@
  * Task type manifests: registered by executors, read by the gateway (input schema) and the scheduler
  * (resources and policies of steps).
  */
-import { and, desc, eq, sql } from 'drizzle-orm';
+import { and, eq, sql } from 'drizzle-orm';
 import type { Executor } from '../client.js';
+import { recordOf } from '../raw-rows.js';
 import { taskTypes, type ManifestStep } from '../schema.js';
 
 /** What a step does while its resource's circuit breaker is open (the SDK's `whileBreakerOpen`). */
@@ -66,13 +67,11 @@ export async function findLatestTaskType(
   executor: Executor,
   name: string,
 ): Promise<TaskTypeManifest | undefined> {
-  const rows = await executor
-    .select()
-    .from(taskTypes)
-    .where(eq(taskTypes.name, name))
-    .orderBy(desc(taskTypes.version))
-    .limit(1);
-  return rows[0];
+  // Written out rather than built: every create reads its type (see findKeyOwner).
+  const rows = await executor.execute<Record<string, unknown>>(sql`
+    select * from task_types where name = ${name} order by version desc limit 1`);
+  const row = rows[0];
+  return row && recordOf(taskTypes, row);
 }
 
 /** One exact version of a type (what a task pinned), or `undefined`. */

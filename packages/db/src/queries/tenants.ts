@@ -193,12 +193,14 @@ export interface KeyOwner {
 
 /** Looks up the tenant of a presented key; `undefined` for unknown or revoked keys. */
 export async function findKeyOwner(executor: Executor, key: string): Promise<KeyOwner | undefined> {
-  const rows = await executor
-    .select({ tenantId: apiKeys.tenantId, isAdmin: apiKeys.isAdmin })
-    .from(apiKeys)
-    .where(and(eq(apiKeys.keyHash, hashApiKey(key)), isNull(apiKeys.revokedAt)))
-    .limit(1);
-  return rows[0];
+  // Written out rather than built: every call of the API reads its key, and the query builder
+  // costs about as much CPU as the rest of the read.
+  const rows = await executor.execute<{ tenant_id: string; is_admin: boolean }>(sql`
+    select tenant_id, is_admin from api_keys
+    where key_hash = ${hashApiKey(key)} and revoked_at is null
+    limit 1`);
+  const row = rows[0];
+  return row && { tenantId: row.tenant_id, isAdmin: row.is_admin };
 }
 
 /** The SQLSTATE of a Postgres error, also when drizzle wrapped it (as `cause`). */
