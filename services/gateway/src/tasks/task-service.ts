@@ -485,7 +485,8 @@ async function streamEvents(
   let lastSent = afterSeq;
   let wake: (() => void) | undefined;
   let pending = true; // read once at start, whatever the notices say
-  const stopListening = deps.hub.listen(taskId, (seq) => {
+  // Listening before the first read: an event committed after it is then noticed.
+  const stopListening = await deps.hub.listen(taskId, (seq) => {
     if (seq <= lastSent) return;
     pending = true;
     wake?.();
