@@ -20,7 +20,12 @@ import {
   type DatabaseHandle,
   type TaskTypeManifest,
 } from '@sluice/db';
-import { createTestDatabase, migratedTemplate, type TestDatabase } from '@sluice/db/testing';
+import {
+  createTestDatabase,
+  migratedTemplate,
+  startTurnCounter,
+  type TestDatabase,
+} from '@sluice/db/testing';
 import { createLogger, createMetrics, type Metrics } from '@sluice/telemetry';
 import { applyOutcomeBatch } from './outcome-applier.js';
 
@@ -182,5 +187,51 @@ describe('outcome applier: dead letters', () => {
     });
     assert.equal((await deadLettersOfTask(handle.db, taskId)).length, 1, 'no second letter');
     assert.equal(await deadLetterCount(metrics), 0, 'counted by the path that wrote it');
+  });
+});
+
+describe('outcome applier: round trips', () => {
+  /** A running task whose only step succeeded; its id. */
+  async function completedTask(): Promise<string> {
+    const { task } = await createTask(handle.db, {
+      tenantId: 'acme',
+      taskType: manifest,
+      priority: 2,
+      input: {},
+    });
+    await handle.sql`update tasks set status = 'running', started_at = now() where id = ${task.id}`;
+    await handle.sql`
+      update task_steps
+      set status = 'succeeded', attempts = 1, finished_at = now(),
+          outcome = ${JSON.stringify({ type: 'complete', output: { ok: true } })}::jsonb
+      where task_id = ${task.id}`;
+    return task.id;
+  }
+
+  it('completes a batch of tasks in four: the check, the locks with BEGIN, the completions with the marks, COMMIT', async () => {
+    const proxy = await startTurnCounter(database.url);
+    const through = openDatabase(proxy.url, { max: 1 });
+    const deps = {
+      db: through.db,
+      log: createLogger({ service: 'outcome-applier-test', level: 'silent' }),
+      metrics: createMetrics(),
+      batchSize: 10,
+      onStepsReady: () => undefined,
+      abortRunningSteps: () => undefined,
+    };
+    try {
+      // Once to prepare the statements on the connection (the first use of a statement with
+      // parameters asks Postgres for their types first).
+      await completedTask();
+      while (await applyOutcomeBatch(deps));
+      const taskIds = [await completedTask(), await completedTask()];
+      proxy.reset();
+      assert.equal(await applyOutcomeBatch(deps), false);
+      assert.equal(proxy.turns(), 4);
+      for (const taskId of taskIds) assert.equal(await statusOf(taskId), 'succeeded');
+    } finally {
+      await through.close();
+      await proxy.close();
+    }
   });
 });

@@ -37,7 +37,6 @@ import {
   cancelWaitingSteps,
   joinIfComplete,
   lockTask,
-  lockTasks,
   hasUnappliedOutcomes,
   lockUnappliedOutcomes,
   markOutcomesApplied,
@@ -107,13 +106,8 @@ export async function applyOutcomeBatch(deps: OutcomeApplierDeps): Promise<boole
   // Most wake-ups after the first of a burst find the outcomes applied already.
   if (!(await hasUnappliedOutcomes(deps.db))) return false;
   const { count, stepsAdded, aborted, results } = await deps.db.transaction(async (tx) => {
-    const outcomes = await lockUnappliedOutcomes(tx, deps.batchSize);
-    // Every task of the batch locked at once, in id order (the order of the executors' outcome
-    // writes too, so the two never wait for each other in a circle).
-    const locked = await lockTasks(
-      tx,
-      outcomes.map((o) => o.taskId),
-    );
+    // The outcomes and every task of the batch, locked at once.
+    const { outcomes, tasks: locked } = await lockUnappliedOutcomes(tx, deps.batchSize);
     const outcomesOf = countBy(outcomes, (o) => o.taskId);
     const completions: Completion[] = [];
     let added = false;
@@ -135,11 +129,14 @@ export async function applyOutcomeBatch(deps: OutcomeApplierDeps): Promise<boole
       if (applied.abortTask) abort.push(outcome.taskId);
       counted.push(applied);
     }
-    await completeTasks(tx, completions, deps.log);
-    await markOutcomesApplied(
-      tx,
-      outcomes.map((o) => o.stepId),
-    );
+    // Sent together: one round trip for the batch's completions and its marks.
+    await Promise.all([
+      completeTasks(tx, completions, deps.log),
+      markOutcomesApplied(
+        tx,
+        outcomes.map((o) => o.stepId),
+      ),
+    ]);
     return { count: outcomes.length, stepsAdded: added, aborted: abort, results: counted };
   });
   // Counted once the transaction committed.

@@ -204,9 +204,10 @@ describe('failStepWhileBreakerOpen', () => {
     // The outcome applier picks it up like an executor's.
     const unapplied = await handle.db.transaction((tx) => lockUnappliedOutcomes(tx, 10));
     assert.deepEqual(
-      unapplied.map((o) => [o.stepId, o.attempts, o.outcome.type]),
+      unapplied.outcomes.map((o) => [o.stepId, o.attempts, o.outcome.type]),
       [[stepId, 1, 'failed']],
     );
+    assert.deepEqual([...unapplied.tasks.keys()], [taskId]);
     await handle.db.execute(
       sql`update task_steps set outcome_applied_at = now() where id = ${stepId}`,
     );

@@ -5,8 +5,10 @@
 import { and, eq, inArray, sql, type SQL } from 'drizzle-orm';
 import type { Json, Priority, StepOutcome } from '@sluice/core';
 import type { Executor, Transaction } from '../client.js';
-import { taskSteps } from '../schema.js';
+import { recordOf, prefixedColumns } from '../raw-rows.js';
+import { taskSteps, tasks } from '../schema.js';
 import { bigintArrayOf, inputTaskIds } from './batch-input.js';
+import type { TaskRecord } from './tasks.js';
 import {
   ANY_RESOURCE,
   DEFAULT_RESOURCE_LIMIT,
@@ -574,41 +576,68 @@ export interface UnappliedOutcome {
  */
 const UNAPPLIED_OUTCOME = sql.raw('outcome is not null and outcome_applied_at is null');
 
+/** Outcomes locked for applying, with their tasks. */
+export interface LockedOutcomes {
+  /** In step id order. */
+  readonly outcomes: UnappliedOutcome[];
+  /** The task of every outcome, locked, by id. */
+  readonly tasks: Map<string, TaskRecord>;
+}
+
+/** The task columns of {@link lockUnappliedOutcomes}' rows, each named `task.<column>`. */
+const LOCKED_TASK_COLUMNS = prefixedColumns(tasks, 'task');
+
 /**
  * Locks up to `limit` recorded outcomes that are not yet applied (skipping rows another scheduler
- * holds). Call inside the transaction that applies them and marks them with
- * {@link markOutcomesApplied}.
+ * holds), then their tasks, in id order (the order of the executors' outcome writes too, so the
+ * two never wait for each other in a circle): one statement, one round trip. Call inside the
+ * transaction that applies them and marks them with {@link markOutcomesApplied}.
  */
 export async function lockUnappliedOutcomes(
-  executor: Executor,
+  tx: Transaction,
   limit: number,
-): Promise<UnappliedOutcome[]> {
+): Promise<LockedOutcomes> {
   // Written out rather than built: the outcome pass runs this for every few steps that finish, and
   // the query builder's CPU per statement is a visible share of the scheduler's.
-  const rows = await executor.execute<Record<string, unknown>>(sql`
-    select id, task_id, seq, name, resource, outcome, attempts, fan_out_of, branch_index
-    from task_steps
-    where ${UNAPPLIED_OUTCOME}
-    order by id
-    limit ${limit}
-    for update skip locked`);
-  return rows.flatMap((row) => {
+  const rows = await tx.execute<Record<string, unknown>>(sql`
+    with outcome as materialized (
+      select id, task_id, seq, name, resource, outcome, attempts, fan_out_of, branch_index
+      from task_steps
+      where ${UNAPPLIED_OUTCOME}
+      order by id
+      limit ${limit}
+      for update skip locked
+    ), task as materialized (
+      select * from tasks
+      where id = any(array(select task_id from outcome))
+      order by id
+      for update
+    )
+    select outcome.*, ${LOCKED_TASK_COLUMNS}
+    from outcome left join task on task.id = outcome.task_id
+    order by outcome.id`);
+  const locked: LockedOutcomes = { outcomes: [], tasks: new Map() };
+  for (const row of rows) {
     const outcome = taskSteps.outcome.mapFromDriverValue(row.outcome) as StepOutcome | null;
-    if (!outcome) return [];
-    return [
-      {
-        stepId: Number(row.id),
-        taskId: row.task_id as string,
-        seq: row.seq as number,
-        name: row.name as string,
-        resource: row.resource as string,
-        outcome,
-        attempts: row.attempts as number,
-        fanOutOf: row.fan_out_of as number | null,
-        branchIndex: row.branch_index as number | null,
-      },
-    ];
-  });
+    if (!outcome) continue;
+    const stepId = Number(row.id);
+    const taskId = row.task_id as string;
+    if (row['task.id'] === null)
+      throw new Error(`outcome of step ${stepId} names unknown task ${taskId}`);
+    if (!locked.tasks.has(taskId)) locked.tasks.set(taskId, recordOf(tasks, row, 'task.'));
+    locked.outcomes.push({
+      stepId,
+      taskId,
+      seq: row.seq as number,
+      name: row.name as string,
+      resource: row.resource as string,
+      outcome,
+      attempts: row.attempts as number,
+      fanOutOf: row.fan_out_of as number | null,
+      branchIndex: row.branch_index as number | null,
+    });
+  }
+  return locked;
 }
 
 /**
