@@ -164,6 +164,13 @@ export {
   unpublishedEvents,
 } from './queries/events.js';
 export { advanceLeaderEpoch } from './queries/leader-epochs.js';
+export {
+  MIN_CHANGES_FOR_ANALYZE,
+  QUEUE_TABLES,
+  analyzeQueueTables,
+  queueTablesDueForAnalyze,
+} from './queries/table-statistics.js';
+export type { QueueTable } from './queries/table-statistics.js';
 export type { AppendedEvent } from './queries/events.js';
 export {
   findTenant,

@@ -48,6 +48,7 @@ import { createReconciler } from './reconciler.js';
 import { retryBudgetConfigOf } from './retry-budget-config.js';
 import { createRetryBudgetLedger } from './retry-budget-ledger.js';
 import { startRetention } from './retention.js';
+import { refreshQueueTableStatistics } from './table-statistics.js';
 import { settleBatch } from './settler.js';
 import { fireTimerBatch } from './timer-firer.js';
 import { createGovernedAdmission } from './governed-admission.js';
@@ -231,6 +232,16 @@ export async function startScheduler(
       failFast.wake();
     };
     loops.push(dispatcher, applier, timers, failFast);
+    if (config.SLUICE_STATISTICS_CHECK_MS > 0) {
+      loops.push(
+        startBatchLoop({
+          name: 'table-statistics',
+          pollMs: config.SLUICE_STATISTICS_CHECK_MS,
+          log: logger,
+          runBatch: () => refreshQueueTableStatistics({ db: database.db, log: logger }),
+        }),
+      );
+    }
 
     subscriptions.push(
       nc.subscribe(catalog.subjects.wake('scheduler'), {

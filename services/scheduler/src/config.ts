@@ -73,6 +73,11 @@ export const SCHEDULER_ENV = {
   SLUICE_RETENTION_BATCH: intVar(500, 0, 10_000),
   /** Pause between retention passes once nothing old enough is left. */
   SLUICE_RETENTION_INTERVAL_MS: intVar(60_000, 10, 86_400_000),
+  /**
+   * How often the queue tables' planner statistics are checked against their growth (and the
+   * tables that doubled analyzed, see table-statistics.ts); 0 leaves them to autovacuum alone.
+   */
+  SLUICE_STATISTICS_CHECK_MS: intVar(5_000, 0, 3_600_000),
 };
 
 export type SchedulerConfig = EnvConfig<typeof SCHEDULER_ENV>;
