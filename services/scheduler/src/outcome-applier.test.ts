@@ -221,7 +221,8 @@ describe('outcome applier: round trips', () => {
     };
     try {
       // Once to prepare the statements on the connection (the first use of a statement with
-      // parameters asks Postgres for their types first).
+      // parameters asks Postgres for their types first; the marks' text varies with the count).
+      await completedTask();
       await completedTask();
       while (await applyOutcomeBatch(deps));
       const taskIds = [await completedTask(), await completedTask()];

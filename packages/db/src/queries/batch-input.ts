@@ -27,15 +27,14 @@ export function textArrayOf(values: readonly string[]): SQL {
 }
 
 /**
- * Row ids as a `bigint[]` for `where id = any(…)`, passed as one JSON parameter: one statement
- * text whatever the number of ids (so Postgres and the driver prepare it once per connection, where
- * `in ($1, …, $n)` is a new statement for every n), estimated like {@link textArrayOf}.
+ * Ids as a parenthesised list of parameters, for `where id in ${idList(ids)}`: the planner counts
+ * as many rows as ids, so a plan made for one id on an empty table still probes the primary key
+ * once the table is large (an array, estimated at 10, is read by a sequential scan in a plan made
+ * on a small table; see table-statistics.ts). The statement text varies with the number of ids.
  */
-export function bigintArrayOf(ids: readonly number[]): SQL {
-  return sql`array(select jsonb_array_elements_text(${JSON.stringify(ids)}::jsonb)::bigint)`;
-}
-
-/** Task ids as a `uuid[]` for `where id = any(…)`, as {@link bigintArrayOf} passes row ids. */
-export function uuidArrayOf(ids: readonly string[]): SQL {
-  return sql`array(select jsonb_array_elements_text(${JSON.stringify(ids)}::jsonb)::uuid)`;
+export function idList(ids: readonly (number | string)[]): SQL {
+  return sql`(${sql.join(
+    ids.map((id) => sql`${id}`),
+    sql`, `,
+  )})`;
 }

@@ -9,7 +9,7 @@ import type { Json } from '@sluice/core';
 import type { Executor } from '../client.js';
 import { recordOf } from '../raw-rows.js';
 import { taskEvents, tasks } from '../schema.js';
-import { bigintArrayOf } from './batch-input.js';
+import { idList } from './batch-input.js';
 import type { TaskEventRecord } from './tasks.js';
 
 /**
@@ -68,5 +68,5 @@ export async function markEventsPublished(
 ): Promise<void> {
   if (ids.length === 0) return;
   await executor.execute(sql`
-    update task_events set published_at = now() where id = any(${bigintArrayOf(ids)})`);
+    update task_events set published_at = now() where id in ${idList(ids)}`);
 }

@@ -7,7 +7,7 @@ import type { Json, Priority, StepOutcome } from '@sluice/core';
 import type { Executor, Transaction } from '../client.js';
 import { recordOf, prefixedColumns } from '../raw-rows.js';
 import { taskSteps, tasks } from '../schema.js';
-import { bigintArrayOf, inputTaskIds } from './batch-input.js';
+import { idList, inputTaskIds } from './batch-input.js';
 import type { TaskRecord } from './tasks.js';
 import {
   ANY_RESOURCE,
@@ -658,7 +658,7 @@ export async function markOutcomesApplied(
 ): Promise<void> {
   if (stepIds.length === 0) return;
   await executor.execute(sql`
-    update task_steps set outcome_applied_at = now() where id = any(${bigintArrayOf(stepIds)})`);
+    update task_steps set outcome_applied_at = now() where id in ${idList(stepIds)}`);
 }
 
 /** A step to add to a task. */

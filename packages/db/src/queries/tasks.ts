@@ -6,7 +6,7 @@ import { SluiceError, type Json, type Priority, type TaskStatus } from '@sluice/
 import type { Database, Executor } from '../client.js';
 import { recordOf } from '../raw-rows.js';
 import { taskEvents, tasks } from '../schema.js';
-import { uuidArrayOf } from './batch-input.js';
+import { idList } from './batch-input.js';
 import type { IdempotencyTombstone } from './retention.js';
 import { submitTasks } from './task-batch.js';
 import type { TaskTypeManifest } from './task-types.js';
@@ -116,7 +116,7 @@ export async function lockTasks(
   // Written out rather than built: the outcome pass locks the tasks of every batch of outcomes, and
   // the query builder's CPU per statement is a visible share of the scheduler's.
   const rows = await executor.execute<Record<string, unknown>>(sql`
-    select * from tasks where id = any(${uuidArrayOf(ids)}) order by id for update`);
+    select * from tasks where id in ${idList(ids)} order by id for update`);
   return new Map(
     rows.map((raw) => {
       const row = recordOf(tasks, raw);
