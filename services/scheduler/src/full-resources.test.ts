@@ -3,10 +3,9 @@
  * pass that could admit nothing; and the reading of the wake-up that names the task's first step.
  */
 import assert from 'node:assert/strict';
-import { Writable } from 'node:stream';
 import { describe, it } from 'node:test';
 import { encodeMessage } from '@sluice/bus';
-import { createLogger } from '@sluice/telemetry';
+import { createCapturingLogger } from '@sluice/telemetry/testing';
 import { FullResources, readyStepOf } from './full-resources.js';
 
 describe('full resources', () => {
@@ -29,17 +28,7 @@ describe('full resources', () => {
 });
 
 describe('the step a wake-up names', () => {
-  const logged: string[] = [];
-  const log = createLogger({
-    service: 'full-resources-test',
-    level: 'warn',
-    destination: new Writable({
-      write(chunk: Buffer, _encoding, done) {
-        logged.push(chunk.toString());
-        done();
-      },
-    }),
-  });
+  const { log, lines: logged } = createCapturingLogger('full-resources-test', 'warn');
 
   it('reads the resource and priority of a created task’s first step', () => {
     const data = encodeMessage({

@@ -7,7 +7,7 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import type { SerializedStepError } from '@sluice/core';
+import type { SerializedStepError, StepOutcome } from '@sluice/core';
 import {
   createTask,
   createTenant,
@@ -59,8 +59,12 @@ after(async () => {
   await database?.drop();
 });
 
-/** A running task whose only step ran `attempts` times and recorded a failure; its id. */
-async function failedTask(attempts: number, error: SerializedStepError): Promise<string> {
+/** A running task whose only step ran `attempts` times, ended `status` and recorded `outcome`. */
+async function taskWithOutcome(
+  status: 'failed' | 'succeeded',
+  attempts: number,
+  outcome: StepOutcome,
+): Promise<string> {
   const { task } = await createTask(handle.db, {
     tenantId: 'acme',
     taskType: manifest,
@@ -71,10 +75,15 @@ async function failedTask(attempts: number, error: SerializedStepError): Promise
   await handle.sql`update tasks set status = 'running', started_at = now() where id = ${task.id}`;
   await handle.sql`
     update task_steps
-    set status = 'failed', attempts = ${attempts}, finished_at = now(),
-        outcome = ${JSON.stringify({ type: 'failed', error })}::jsonb
+    set status = ${status}, attempts = ${attempts}, finished_at = now(),
+        outcome = ${JSON.stringify(outcome)}::jsonb
     where task_id = ${task.id}`;
   return task.id;
+}
+
+/** A running task whose only step ran `attempts` times and recorded a failure; its id. */
+function failedTask(attempts: number, error: SerializedStepError): Promise<string> {
+  return taskWithOutcome('failed', attempts, { type: 'failed', error });
 }
 
 /** Applies every recorded outcome with `metrics`. */
@@ -192,21 +201,8 @@ describe('outcome applier: dead letters', () => {
 
 describe('outcome applier: round trips', () => {
   /** A running task whose only step succeeded; its id. */
-  async function completedTask(): Promise<string> {
-    const { task } = await createTask(handle.db, {
-      tenantId: 'acme',
-      taskType: manifest,
-      priority: 2,
-      input: {},
-    });
-    await handle.sql`update tasks set status = 'running', started_at = now() where id = ${task.id}`;
-    await handle.sql`
-      update task_steps
-      set status = 'succeeded', attempts = 1, finished_at = now(),
-          outcome = ${JSON.stringify({ type: 'complete', output: { ok: true } })}::jsonb
-      where task_id = ${task.id}`;
-    return task.id;
-  }
+  const completedTask = () =>
+    taskWithOutcome('succeeded', 1, { type: 'complete', output: { ok: true } });
 
   it('completes a batch of tasks in four: the check, the locks with BEGIN, the completions with the marks, COMMIT', async () => {
     const proxy = await startTurnCounter(database.url);

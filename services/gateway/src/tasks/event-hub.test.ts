@@ -4,7 +4,6 @@
  * while nobody watches, no decoding of another task's notice while someone does.
  */
 import assert from 'node:assert/strict';
-import { Writable } from 'node:stream';
 import { after, before, describe, it } from 'node:test';
 import type { NatsConnection } from '@nats-io/transport-node';
 import {
@@ -15,7 +14,7 @@ import {
   type BusCatalog,
 } from '@sluice/bus';
 import { natsUrl, uniquePrefix } from '@sluice/bus/testing';
-import { createLogger } from '@sluice/telemetry';
+import { createCapturingLogger } from '@sluice/telemetry/testing';
 import { startEventHub } from './event-hub.js';
 
 const TENANT = 'acme';
@@ -25,18 +24,8 @@ const OTHER = '00000000-0000-4000-8000-000000000002';
 let hubConnection: NatsConnection;
 let publisher: NatsConnection;
 let catalog: BusCatalog;
-/** The warnings the hub logged (JSON lines). */
-const warnings: string[] = [];
-const log = createLogger({
-  service: 'event-hub-test',
-  level: 'warn',
-  destination: new Writable({
-    write(chunk: Buffer, _encoding, done) {
-      warnings.push(chunk.toString());
-      done();
-    },
-  }),
-});
+/** The hub's logger, and the warnings it wrote (JSON lines). */
+const { log, lines: warnings } = createCapturingLogger('event-hub-test', 'warn');
 
 before(async () => {
   hubConnection = await connectNats({ url: natsUrl(), name: 'event-hub-test' });
