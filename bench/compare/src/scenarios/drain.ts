@@ -7,18 +7,10 @@
 import { randomBytes } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import { Ledger } from '../ledger.js';
-import { chunks } from '../pool.js';
 import type { Scenario, ScenarioContext, ScenarioResult } from '../scenario.js';
 import type { Job, QueueSystem } from '../system.js';
-import { awaitLedger, runFramed } from './framed-run.js';
-
-/** Enqueued per `enqueue` call: small enough for a live progress line, large enough to batch. */
-const ENQUEUE_CHUNK = 1_000;
-
-/** How long the workers may take: generous (two minutes, or 10 jobs/s on a shared machine). */
-function processingTimeoutMs(count: number): number {
-  return Math.max(120_000, (count / 10) * 1_000);
-}
+import { enqueueInChunks, processBacklog, processingTimeoutMs, rate } from './backlog.js';
+import { runFramed } from './framed-run.js';
 
 export const drain: Scenario = {
   name: 'drain',
@@ -38,17 +30,14 @@ export const drain: Scenario = {
       ledger,
       body: async (frame) => {
         const { figures, notes, label } = frame;
-        let enqueued = 0;
-        const enqueueStart = performance.now();
-        for (const slice of chunks(jobs, ENQUEUE_CHUNK)) {
-          await system.enqueue(slice);
-          enqueued += slice.length;
-          const seconds = (performance.now() - enqueueStart) / 1_000;
-          progress.update(
-            `${label}: enqueued ${enqueued}/${count} (${rate(enqueued, seconds).toFixed(0)} jobs/s)`,
-          );
-        }
-        const enqueueSeconds = (performance.now() - enqueueStart) / 1_000;
+        const enqueueSeconds = await enqueueInChunks(
+          jobs,
+          (slice) => system.enqueue(slice),
+          (enqueued, seconds) =>
+            progress.update(
+              `${label}: enqueued ${enqueued}/${count} (${rate(enqueued, seconds).toFixed(0)} jobs/s)`,
+            ),
+        );
         figures.push(
           {
             key: 'enqueue_rate',
@@ -62,27 +51,18 @@ export const drain: Scenario = {
           notes.push(`${ledger.handled} jobs were handled before the workers were started`);
         }
 
-        const workersStart = performance.now();
-        let workersReady = Number.POSITIVE_INFINITY;
-        const ticker = setInterval(() => {
-          const seconds = (performance.now() - (ledger.firstAt ?? workersStart)) / 1_000;
-          progress.update(
-            `${label}: handled ${ledger.handled}/${count} (${rate(ledger.handled, seconds).toFixed(0)} jobs/s)`,
-          );
-        }, 250);
-        try {
-          await system.startWorkers({ handler: ledger.handler, concurrency });
-          workersReady = performance.now();
-          const timeoutMs = processingTimeoutMs(count);
-          await awaitLedger(ledger, frame, timeoutMs);
-        } finally {
-          clearInterval(ticker);
-        }
-        const first = ledger.firstAt ?? workersStart;
-        const last = ledger.lastAt ?? first;
-        // From when the workers ran (startWorkers resolved, or the first job started if that came
-        // first: a process that reports itself ready after it began work) to the last job's start.
-        const processingSeconds = Math.max((last - Math.min(first, workersReady)) / 1_000, 1e-6);
+        const processing = await processBacklog({
+          frame,
+          completion: ledger,
+          startWorkers: () => system.startWorkers({ handler: ledger.handler, concurrency }),
+          timeoutMs: processingTimeoutMs(count),
+          progressLine: (workersStart) => {
+            const seconds = (performance.now() - (ledger.firstAt ?? workersStart)) / 1_000;
+            return `${label}: handled ${ledger.handled}/${count} (${rate(ledger.handled, seconds).toFixed(0)} jobs/s)`;
+          },
+          onProgress: (line) => progress.update(line),
+        });
+        const processingSeconds = processing.seconds;
         figures.push(
           {
             key: 'processing_rate',
@@ -94,7 +74,7 @@ export const drain: Scenario = {
           {
             key: 'first_start_ms',
             label: 'workers start → first job',
-            value: first - workersStart,
+            value: processing.first - processing.workersStart,
             unit: 'ms',
           },
         );
@@ -102,7 +82,3 @@ export const drain: Scenario = {
     });
   },
 };
-
-function rate(jobs: number, seconds: number): number {
-  return seconds > 0 ? jobs / seconds : 0;
-}

@@ -30,13 +30,11 @@ import {
   type RoleFootprint,
 } from '../footprint-sampler.js';
 import { Ledger } from '../ledger.js';
-import { chunks } from '../pool.js';
 import type { Scenario, ScenarioContext, ScenarioResult } from '../scenario.js';
 import type { Job, QueueSystem, SystemProcess } from '../system.js';
-import { awaitLedger, runFramed } from './framed-run.js';
+import { enqueueInChunks, processBacklog, processingTimeoutMs } from './backlog.js';
+import { runFramed } from './framed-run.js';
 
-/** Enqueued per `enqueue` call (as drain does). */
-const ENQUEUE_CHUNK = 1_000;
 /** How often the system is asked for its processes (new connections, a started executor). */
 const REFRESH_INTERVAL_MS = 1_000;
 /** How long the set-up system is watched doing nothing, for its idle CPU. */
@@ -46,10 +44,6 @@ const BACKLOG_SETTLE_MS = 1_000;
 const MB = 1024 * 1024;
 /** The role of the bench process while it is not yet known whether the workers run in it. */
 const BENCH_ROLE = 'bench process';
-
-function processingTimeoutMs(count: number): number {
-  return Math.max(120_000, (count / 10) * 1_000);
-}
 
 /** The bench process's role: only the client where the system's workers run elsewhere. */
 function benchRole(workersInBench: boolean): string {
@@ -116,14 +110,11 @@ export const footprint: Scenario = {
           const idleSeconds = (performance.now() - idleStart) / 1_000;
 
           const enqueueMark = sampler.mark();
-          const enqueueStart = performance.now();
-          let enqueued = 0;
-          for (const slice of chunks(jobs, ENQUEUE_CHUNK)) {
-            await system.enqueue(slice);
-            enqueued += slice.length;
-            progress.update(`${label}: enqueued ${enqueued}/${count}`);
-          }
-          const enqueueSeconds = (performance.now() - enqueueStart) / 1_000;
+          const enqueueSeconds = await enqueueInChunks(
+            jobs,
+            (slice) => system.enqueue(slice),
+            (enqueued) => progress.update(`${label}: enqueued ${enqueued}/${count}`),
+          );
           const enqueueCpu = sampler.cpuSince(enqueueMark);
           if (ledger.handled > 0) {
             notes.push(`${ledger.handled} jobs were handled before the workers were started`);
@@ -138,24 +129,17 @@ export const footprint: Scenario = {
           // Marked before the workers start: their start-up in the bench process is processing
           // cost; a worker process started by `startWorkers` counts from when it is first seen.
           const processingMark: CpuMark = sampler.mark();
-          const workersStart = performance.now();
-          let workersReady = Number.POSITIVE_INFINITY;
-          const ticker = setInterval(() => {
-            progress.update(`${label}: handled ${ledger.handled}/${count}`);
-          }, 250);
-          try {
-            await system.startWorkers({ handler: ledger.handler, concurrency });
-            workersReady = performance.now();
-            await refresh();
-            const timeoutMs = processingTimeoutMs(count);
-            await awaitLedger(ledger, frame, timeoutMs);
-          } finally {
-            clearInterval(ticker);
-          }
+          const processing = await processBacklog({
+            frame,
+            completion: ledger,
+            startWorkers: () => system.startWorkers({ handler: ledger.handler, concurrency }),
+            afterStart: refresh,
+            timeoutMs: processingTimeoutMs(count),
+            progressLine: () => `${label}: handled ${ledger.handled}/${count}`,
+            onProgress: (line) => progress.update(line),
+          });
           const processingCpu = sampler.cpuSince(processingMark);
-          const first = ledger.firstAt ?? workersStart;
-          const last = ledger.lastAt ?? first;
-          const processingSeconds = Math.max((last - Math.min(first, workersReady)) / 1_000, 1e-6);
+          const processingSeconds = processing.seconds;
 
           const workersInBench = ![...seen.values()].some((p) => p.runsWorkers === true);
           const roleName = (role: string) =>

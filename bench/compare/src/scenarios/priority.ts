@@ -16,7 +16,6 @@
 import { randomBytes } from 'node:crypto';
 import { Ledger } from '../ledger.js';
 import { epochNow, type LatencySummary } from '../latency.js';
-import { chunks } from '../pool.js';
 import type { Scenario, ScenarioContext, ScenarioResult } from '../scenario.js';
 import type { Job, QueueSystem, SystemInfo } from '../system.js';
 import {
@@ -28,6 +27,7 @@ import {
   skipBatched,
   StartLog,
 } from './arrivals.js';
+import { enqueueInChunks } from './backlog.js';
 import { awaitLedger, runFramed, type RunFrame } from './framed-run.js';
 
 /** High-priority arrivals as a percentage of the drain rate. */
@@ -37,8 +37,6 @@ const HIGH_SHARE = 0.05;
 const MIN_HIGH = 10;
 /** High-priority jobs of the idle phase, at most. */
 const MAX_IDLE_HIGH = 100;
-/** Enqueued per call while backlogging (as drain). */
-const ENQUEUE_CHUNK = 1_000;
 /** After the backlog drained, before the idle phase: lets pollers and batches go quiet. */
 const SETTLE_MS = 1_000;
 const LEAD_MS = 20;
@@ -99,14 +97,12 @@ export const priority: Scenario = {
           { key: 'low_backlog', label: 'low backlog', value: context.count, unit: 'jobs' },
         );
 
-        let backlogged = 0;
-        for (const slice of chunks(backlog, ENQUEUE_CHUNK)) {
+        const backlogProgress = (backlogged: number) =>
           context.progress.update(
             `${frame.label}: backlogged ${backlogged}/${context.count} low-priority jobs`,
           );
-          await system.enqueue(slice);
-          backlogged += slice.length;
-        }
+        backlogProgress(0);
+        await enqueueInChunks(backlog, (slice) => system.enqueue(slice), backlogProgress);
         if (ledger.handled > 0) {
           frame.notes.push(`${ledger.handled} jobs were handled before the workers were started`);
         }

@@ -16,7 +16,6 @@
  * the system's `--systems` name; systems without one are skipped.
  */
 import { randomBytes } from 'node:crypto';
-import { performance } from 'node:perf_hooks';
 import {
   CHAIN_STEPS,
   ChainLedger,
@@ -25,20 +24,12 @@ import {
   type ChainSystem,
 } from '../chain-system.js';
 import { summarize } from '../latency.js';
-import { chunks } from '../pool.js';
 import { ok, type Scenario, type ScenarioContext, type ScenarioResult } from '../scenario.js';
 import type { QueueSystem, SystemInfo } from '../system.js';
 import { createChainSystem, hasChainAdapter } from '../systems/chains/index.js';
 import { systemKey } from '../systems/index.js';
-import { awaitLedger, runFramed } from './framed-run.js';
-
-/** Chains per `enqueue` call: small enough for a live progress line. */
-const ENQUEUE_CHUNK = 1_000;
-
-/** How long the workers may take: two minutes, or 10 steps/s on a shared machine. */
-function processingTimeoutMs(count: number): number {
-  return Math.max(120_000, ((count * CHAIN_STEPS) / 10) * 1_000);
-}
+import { enqueueInChunks, processBacklog, processingTimeoutMs, rate } from './backlog.js';
+import { runFramed } from './framed-run.js';
 
 export const threeStep: Scenario = {
   name: 'three-step',
@@ -100,14 +91,11 @@ async function runChains(
     body: async (frame) => {
       const { figures, notes, label } = frame;
       notes.push(CONCURRENCY_NOTES[key] ?? `${concurrency} steps of each kind at once`);
-      let enqueued = 0;
-      const enqueueStart = performance.now();
-      for (const slice of chunks(chains, ENQUEUE_CHUNK)) {
-        await system.enqueue(slice);
-        enqueued += slice.length;
-        progress.update(`${label}: enqueued ${enqueued}/${count} chains`);
-      }
-      const enqueueSeconds = (performance.now() - enqueueStart) / 1_000;
+      const enqueueSeconds = await enqueueInChunks(
+        chains,
+        (slice) => system.enqueue(slice),
+        (enqueued) => progress.update(`${label}: enqueued ${enqueued}/${count} chains`),
+      );
       figures.push({
         key: 'enqueue_rate',
         label: 'enqueue',
@@ -118,26 +106,19 @@ async function runChains(
         notes.push(`${ledger.stepsHandled} steps were handled before the workers were started`);
       }
 
-      const workersStart = performance.now();
-      let workersReady = Number.POSITIVE_INFINITY;
-      const ticker = setInterval(() => {
-        progress.update(
+      // Timed from the first step of any chain to the start of the last chain's final step, as
+      // drain times its one-step jobs.
+      const processing = await processBacklog({
+        frame,
+        completion: ledger.final,
+        firstAt: () => ledger.firstAt,
+        startWorkers: () => system.startWorkers({ onStep: ledger.onStep, concurrency }),
+        timeoutMs: processingTimeoutMs(count * CHAIN_STEPS),
+        progressLine: () =>
           `${label}: ${ledger.final.handled}/${count} chains done, ${ledger.stepsHandled}/${count * CHAIN_STEPS} steps`,
-        );
-      }, 250);
-      try {
-        await system.startWorkers({ onStep: ledger.onStep, concurrency });
-        workersReady = performance.now();
-        const timeoutMs = processingTimeoutMs(count);
-        await awaitLedger(ledger.final, frame, timeoutMs);
-      } finally {
-        clearInterval(ticker);
-      }
-      const first = ledger.firstAt ?? workersStart;
-      const last = ledger.final.lastAt ?? first;
-      // From when the workers ran (or the first step started, if that came first) to the start of
-      // the last chain's final step, as drain times its one-step jobs.
-      const seconds = Math.max((last - Math.min(first, workersReady)) / 1_000, 1e-6);
+        onProgress: (line) => progress.update(line),
+      });
+      const seconds = processing.seconds;
       const msPerStep = (seconds * 1_000) / (count * CHAIN_STEPS);
       figures.push(
         { key: 'chain_rate', label: 'chains', value: rate(count, seconds), unit: 'chains/s' },
@@ -176,7 +157,7 @@ async function runChains(
       figures.push({
         key: 'first_start_ms',
         label: 'workers start → first step',
-        value: first - workersStart,
+        value: processing.first - processing.workersStart,
         unit: 'ms',
       });
     },
@@ -201,8 +182,4 @@ function drainProcessingRate(key: string, earlier: readonly ScenarioResult[]): n
     .map((r) => r.figures.find((f) => f.key === 'processing_rate')?.value)
     .filter((v): v is number => v !== undefined && v > 0)
     .at(-1);
-}
-
-function rate(items: number, seconds: number): number {
-  return seconds > 0 ? items / seconds : 0;
 }
