@@ -40,6 +40,7 @@ import { startBatchLoop, type BatchLoop } from './batch-loop.js';
 import { failFastBatch, openBreakerResources } from './breaker-fail-fast.js';
 import type { SchedulerConfig } from './config.js';
 import { dispatchBatch } from './dispatcher.js';
+import { FreedSlots, type AdmissionPassOutcome } from './freed-slots.js';
 import { FullResources, readyStepOf } from './full-resources.js';
 import { relayEventBatch } from './event-relay.js';
 import { TaskHistory } from './task-history.js';
@@ -169,19 +170,32 @@ export async function startScheduler(
       metrics,
     });
     const fullResources = new FullResources();
+    const freedSlots = new FreedSlots();
     const dispatcher = startBatchLoop({
       name: 'dispatch',
       pollMs: config.SLUICE_SCHEDULER_POLL_MS,
       log: logger,
-      runBatch: () =>
-        dispatchBatch({
-          ...common,
-          js,
-          catalog,
-          admission: () => admission.settings(),
-          onPublishFailed: noticeBusError('dispatch'),
-          onFullResources: (full) => fullResources.seen(full),
-        }),
+      runBatch: async () => {
+        let seen: AdmissionPassOutcome | undefined;
+        freedSlots.passStarted();
+        try {
+          const more = await dispatchBatch({
+            ...common,
+            js,
+            catalog,
+            admission: () => admission.settings(),
+            onPublishFailed: noticeBusError('dispatch'),
+            onAdmissionPass: (pass) => {
+              fullResources.seen(pass.full);
+              seen = pass;
+            },
+          });
+          return freedSlots.passEnded(seen) || more;
+        } catch (error) {
+          freedSlots.passEnded(undefined);
+          throw error;
+        }
+      },
     });
     const abortRunningSteps = (taskIds: readonly string[]) => {
       for (const taskId of taskIds) {
@@ -263,11 +277,12 @@ export async function startScheduler(
         },
       }),
       // A recorded outcome also ended a step in flight: its slot is free, so a step kept back by
-      // the resource's limit may be admitted now rather than at the next poll.
+      // a limit may be admitted now rather than at the next poll — if the last pass left any
+      // (freed-slots.ts).
       nc.subscribe(catalog.subjects.stepResult, {
         callback: () => {
           applier.wake();
-          dispatcher.wake();
+          if (freedSlots.slotFreed()) dispatcher.wake();
         },
       }),
       nc.subscribe(catalog.subjects.wake('relay'), { callback: () => relay?.wake() }),

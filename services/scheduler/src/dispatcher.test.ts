@@ -19,6 +19,7 @@ import {
 import { createTestDatabase, migratedTemplate } from '@sluice/db/testing';
 import { createLogger, createMetrics } from '@sluice/telemetry';
 import { dispatchBatch } from './dispatcher.js';
+import type { AdmissionPassOutcome } from './freed-slots.js';
 
 const manifest: TaskTypeManifest = {
   name: 'dispatch-test',
@@ -31,7 +32,7 @@ const manifest: TaskTypeManifest = {
 const log = createLogger({ service: 'dispatcher-test', level: 'silent' });
 
 describe('dispatcher', () => {
-  it('tells which resources it found full: ready steps waiting, no slot free', async () => {
+  it('tells which resources it found full and whether steps stayed behind', async () => {
     const database = await createTestDatabase({
       template: await migratedTemplate(migrateDatabase),
     });
@@ -52,7 +53,7 @@ describe('dispatcher', () => {
           input: {},
         });
       }
-      const reports: Array<readonly string[]> = [];
+      const reports: AdmissionPassOutcome[] = [];
       const pass = () =>
         dispatchBatch({
           db: handle.db,
@@ -61,12 +62,20 @@ describe('dispatcher', () => {
           log,
           metrics: createMetrics(),
           batchSize: 10,
-          onFullResources: (full) => reports.push(full),
+          onAdmissionPass: (seen) => reports.push(seen),
         });
       await pass();
-      assert.deepEqual(reports, [[]], 'the first pass found a slot (and took it)');
+      assert.deepEqual(
+        reports,
+        [{ full: [], leftBehind: true }],
+        'the first pass found a slot (and took it), the other step found none',
+      );
       await pass();
-      assert.deepEqual(reports[1], ['tool:narrow'], 'one in flight, limit one, one waiting');
+      assert.deepEqual(
+        reports[1],
+        { full: ['tool:narrow'], leftBehind: false },
+        'one in flight, limit one, one waiting: for a slot of a full resource',
+      );
       const stream = await (await jetstreamManager(nc)).streams.info(catalog.streams.steps);
       assert.equal(stream.state.messages, 1, 'one step published, the other left ready');
     } finally {

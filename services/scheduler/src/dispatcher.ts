@@ -48,6 +48,7 @@ import {
   type Logger,
   type Metrics,
 } from '@sluice/telemetry';
+import type { AdmissionPassOutcome } from './freed-slots.js';
 import { SCHEDULER_TRACER } from './task-trace.js';
 
 /** The dispatch number of a publication (1 for the first; more after the reconciler's). */
@@ -75,8 +76,11 @@ export interface DispatcherDeps {
   readonly admission?: AdmissionSettings | (() => AdmissionSettings);
   /** Sees each failed publication (a missing stream must be recreated before any can succeed). */
   readonly onPublishFailed?: (error: unknown) => void;
-  /** Sees, after each claim, the resources it found full (see `FullResources`). */
-  readonly onFullResources?: (full: readonly string[]) => void;
+  /**
+   * Sees, after each pass, the resources its claim found full (see `FullResources`) and whether
+   * due ready steps stayed behind (see `FreedSlots`); a step whose publication failed is behind too.
+   */
+  readonly onAdmissionPass?: (seen: AdmissionPassOutcome) => void;
 }
 
 /** Claims and publishes one batch; returns true when the batch was full (more may be ready). */
@@ -85,7 +89,11 @@ export async function dispatchBatch(deps: DispatcherDeps): Promise<boolean> {
     typeof deps.admission === 'function' ? deps.admission() : (deps.admission ?? DEFAULT_ADMISSION);
   // One span for the claim, in a trace of its own: it serves many tasks, none of whose traces it
   // belongs to. A poll that claimed nothing leaves no span.
-  const { steps: claimed, full } = await withDatabaseSpan(
+  const {
+    steps: claimed,
+    full,
+    leftBehind,
+  } = await withDatabaseSpan(
     deps.db,
     {
       summary: CLAIM_SUMMARY,
@@ -94,8 +102,10 @@ export async function dispatchBatch(deps: DispatcherDeps): Promise<boolean> {
     },
     () => deps.db.transaction((tx) => claimAdmission(tx, deps.batchSize, admission)),
   );
-  deps.onFullResources?.(full);
-  if (claimed.length === 0) return false;
+  if (claimed.length === 0) {
+    deps.onAdmissionPass?.({ full, leftBehind });
+    return false;
+  }
   const results = await Promise.allSettled(claimed.map((step) => publish(deps, step)));
   const published: Array<{ stepId: number; dispatch: number; publishSeq: number }> = [];
   const failed: Array<{ stepId: number; dispatch: number }> = [];
@@ -118,6 +128,7 @@ export async function dispatchBatch(deps: DispatcherDeps): Promise<boolean> {
   });
   await recordPublishSeqs(deps.db, published);
   await releaseClaims(deps.db, failed);
+  deps.onAdmissionPass?.({ full, leftBehind: leftBehind || failed.length > 0 });
   deps.log.debug({ dispatched: published.length, failed: failed.length }, 'dispatched a batch');
   return claimed.length === deps.batchSize && failed.length === 0;
 }

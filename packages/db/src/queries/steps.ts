@@ -103,6 +103,13 @@ export interface AdmissionClaim {
   readonly steps: ClaimedStep[];
   /** Resources whose due ready steps wait for a slot (see `AdmissionLock.full`). */
   readonly full: readonly string[];
+  /**
+   * Whether due ready steps of the resources it could claim in were left ready: by the room, a
+   * tenant's cap, a reserve or the batch size, or because their task is being paused or cancelled.
+   * False means a slot freed now would admit nothing there (held priorities and closed resources
+   * are not counted: only a new decision of the governor releases them).
+   */
+  readonly leftBehind: boolean;
 }
 
 /**
@@ -119,32 +126,42 @@ export async function claimAdmission(
   admission: AdmissionSettings = DEFAULT_ADMISSION,
 ): Promise<AdmissionClaim> {
   const locking = lockAdmission(tx, admission);
-  const claiming = tx.execute<{
-    id: string;
-    task_id: string;
-    seq: number;
-    name: string;
-    resource: string;
-    tenant_id: string;
-    priority: number;
-    dispatch_count: number;
-    trace_parent: string | null;
-  }>(claimReadyStepsStatement(limit, admission, 'locked'));
+  const claiming = tx.execute<
+    | {
+        id: string;
+        task_id: string;
+        seq: number;
+        name: string;
+        resource: string;
+        tenant_id: string;
+        priority: number;
+        dispatch_count: number;
+        trace_parent: string | null;
+        left_behind: boolean;
+      }
+    | { id: null; left_behind: boolean }
+  >(claimReadyStepsStatement(limit, admission, 'locked'));
   const [{ full }, rows] = await Promise.all([locking, claiming]);
   const steps = rows
-    .map((row) => ({
-      id: Number(row.id),
-      taskId: row.task_id,
-      seq: row.seq,
-      name: row.name,
-      resource: row.resource,
-      tenantId: row.tenant_id,
-      priority: row.priority as Priority,
-      dispatch: row.dispatch_count,
-      traceParent: row.trace_parent,
-    }))
+    .flatMap((row) =>
+      row.id === null
+        ? []
+        : [
+            {
+              id: Number(row.id),
+              taskId: row.task_id,
+              seq: row.seq,
+              name: row.name,
+              resource: row.resource,
+              tenantId: row.tenant_id,
+              priority: row.priority as Priority,
+              dispatch: row.dispatch_count,
+              traceParent: row.trace_parent,
+            },
+          ],
+    )
     .sort((a, b) => a.priority - b.priority || a.id - b.id);
-  return { steps, full };
+  return { steps, full, leftBehind: rows[0]?.left_behind ?? true };
 }
 
 /**
@@ -332,13 +349,34 @@ export function claimReadyStepsStatement(
       from task_steps s
       where s.id in (select id from chosen) and s.status = 'ready'
       for update skip locked
+    ),
+    claimed as (
+      update task_steps s
+      set status = 'dispatched', dispatch_count = s.dispatch_count + 1, dispatched_at = now()
+      from claimable
+      where s.id = claimable.id
+      returning s.id, s.task_id, s.seq, s.name, s.resource, s.tenant_id, s.priority,
+        s.dispatch_count, (select trace_parent from tasks t where t.id = s.task_id) as trace_parent
+    ),
+    -- Whether a due ready step of an admissible group stays behind (the room, a tenant's cap, a
+    -- reserve or the batch kept it back): one probe of the group index per group, past the steps
+    -- just claimed (this statement's snapshot still sees them ready).
+    left_behind as (
+      select exists (
+        select 1 from groups g
+        cross join lateral (
+          select 1 from task_steps s
+          where s.status = 'ready' and s.resource = g.resource and s.tenant_id = g.tenant_id
+            and s.priority = g.priority and s.due_at <= now()
+            and s.id <> all(array(select id from claimed))
+          limit 1
+        ) waiting
+      ) as left_behind
     )
-    update task_steps s
-    set status = 'dispatched', dispatch_count = s.dispatch_count + 1, dispatched_at = now()
-    from claimable
-    where s.id = claimable.id
-    returning s.id, s.task_id, s.seq, s.name, s.resource, s.tenant_id, s.priority, s.dispatch_count,
-      (select trace_parent from tasks t where t.id = s.task_id) as trace_parent
+    -- One row even when nothing was claimed (its step columns null), to carry \`left_behind\`.
+    select c.*, w.left_behind
+    from left_behind w
+    left join claimed c on true
   `;
 }
 
