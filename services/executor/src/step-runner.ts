@@ -134,6 +134,7 @@ async function runStep(
     taskId: dispatch.task_id,
     seq: dispatch.step_seq,
     dispatch: dispatch.dispatch,
+    publishSeq: message.seq,
   };
   const log = deps.log.child({ task_id: ref.taskId, step_seq: ref.seq, dispatch: ref.dispatch });
   const started = await start(deps, ref);

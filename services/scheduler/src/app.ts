@@ -41,6 +41,7 @@ import { failFastBatch, openBreakerResources } from './breaker-fail-fast.js';
 import type { SchedulerConfig } from './config.js';
 import { dispatchBatch } from './dispatcher.js';
 import { FreedSlots, type AdmissionPassOutcome } from './freed-slots.js';
+import { PublicationRecorder } from './publication-recorder.js';
 import { FullResources, readyStepOf } from './full-resources.js';
 import { relayEventBatch } from './event-relay.js';
 import { TaskHistory } from './task-history.js';
@@ -105,6 +106,7 @@ export async function startScheduler(
   let metricsServer: MetricsServer | undefined;
   let eventsListener: { unlisten(): Promise<void> } | undefined;
   let decisions: DecisionView | undefined;
+  let publications: PublicationRecorder | undefined;
   try {
     // A const for the closures below (nc itself stays assignable for the cleanup on failure).
     const connection = await connectNats({
@@ -171,6 +173,11 @@ export async function startScheduler(
     });
     const fullResources = new FullResources();
     const freedSlots = new FreedSlots();
+    publications = new PublicationRecorder({
+      db: database.db,
+      log: logger,
+      delayMs: Math.min(1_000, Math.floor(config.SLUICE_DISPATCH_GRACE_MS / 4)),
+    });
     const dispatcher = startBatchLoop({
       name: 'dispatch',
       pollMs: config.SLUICE_SCHEDULER_POLL_MS,
@@ -184,6 +191,7 @@ export async function startScheduler(
             js,
             catalog,
             admission: () => admission.settings(),
+            publications,
             onPublishFailed: noticeBusError('dispatch'),
             onAdmissionPass: (pass) => {
               fullResources.seen(pass.full);
@@ -433,6 +441,7 @@ export async function startScheduler(
     decisions?.stop();
     await topologyRepair?.stop();
     await Promise.allSettled(loops.map((loop) => loop.stop()));
+    await publications?.stop();
     await eventsListener?.unlisten();
     await retentionLease?.stop();
     await deadLetterLease?.stop();
@@ -461,6 +470,8 @@ export async function startScheduler(
       await started.reconcilerLease.stop();
       await started.lease.stop();
       await Promise.allSettled(loops.map((loop) => loop.stop()));
+      // After the dispatcher's last pass, before the database closes.
+      await publications?.stop();
       await topologyRepair?.stop();
       await started.metricsServer.stop();
       await closeNats(started.nc);

@@ -20,6 +20,7 @@ import { createTestDatabase, migratedTemplate } from '@sluice/db/testing';
 import { createLogger, createMetrics } from '@sluice/telemetry';
 import { dispatchBatch } from './dispatcher.js';
 import type { AdmissionPassOutcome } from './freed-slots.js';
+import type { PublishedDispatch } from './publication-recorder.js';
 
 const manifest: TaskTypeManifest = {
   name: 'dispatch-test',
@@ -32,7 +33,7 @@ const manifest: TaskTypeManifest = {
 const log = createLogger({ service: 'dispatcher-test', level: 'silent' });
 
 describe('dispatcher', () => {
-  it('tells which resources it found full and whether steps stayed behind', async () => {
+  it('tells what it found full or left behind, and hands its publications to the sink', async () => {
     const database = await createTestDatabase({
       template: await migratedTemplate(migrateDatabase),
     });
@@ -54,6 +55,7 @@ describe('dispatcher', () => {
         });
       }
       const reports: AdmissionPassOutcome[] = [];
+      const recorded: PublishedDispatch[] = [];
       const pass = () =>
         dispatchBatch({
           db: handle.db,
@@ -62,6 +64,7 @@ describe('dispatcher', () => {
           log,
           metrics: createMetrics(),
           batchSize: 10,
+          publications: { record: (published) => void recorded.push(...published) },
           onAdmissionPass: (seen) => reports.push(seen),
         });
       await pass();
@@ -78,6 +81,14 @@ describe('dispatcher', () => {
       );
       const stream = await (await jetstreamManager(nc)).streams.info(catalog.streams.steps);
       assert.equal(stream.state.messages, 1, 'one step published, the other left ready');
+      assert.deepEqual(
+        recorded.map((p) => p.publishSeq),
+        [stream.state.last_seq],
+        'its stream sequence went to the publication sink',
+      );
+      const [step] = await handle.sql<{ publish_seq: string | null }[]>`
+        select publish_seq from task_steps where status = 'dispatched'`;
+      assert.equal(step?.publish_seq, null, 'and only there: the sink writes it later');
     } finally {
       await closeNats(nc);
       await deletePrefixResources(natsUrl(), prefix);

@@ -1,8 +1,8 @@
 /**
  * Admission and dispatch: claims ready steps from Postgres (within the resource and tenant limits,
  * most urgent first with aging, fair between tenants; see `claimReadySteps`) and publishes each to
- * its resource's subject on JetStream, recording the stream sequence. A step whose publication fails
- * goes back to the ready queue.
+ * its resource's subject on JetStream, recording the stream sequence (see publication-recorder.ts). A
+ * step whose publication fails goes back to the ready queue.
  *
  * The claim commits before the publish. If the scheduler dies in between, the step stays
  * `dispatched` with no message; the reconciler (recovery issue) re-dispatches such steps.
@@ -49,6 +49,7 @@ import {
   type Metrics,
 } from '@sluice/telemetry';
 import type { AdmissionPassOutcome } from './freed-slots.js';
+import type { PublicationSink, PublishedDispatch } from './publication-recorder.js';
 import { SCHEDULER_TRACER } from './task-trace.js';
 
 /** The dispatch number of a publication (1 for the first; more after the reconciler's). */
@@ -74,6 +75,12 @@ export interface DispatcherDeps {
    * the settings of each claim (the governor's decision changes them).
    */
   readonly admission?: AdmissionSettings | (() => AdmissionSettings);
+  /**
+   * Takes the stream sequences of the pass's publications (the scheduler's `PublicationRecorder`
+   * writes them a little later, many passes together); left out, they are written before the pass
+   * ends.
+   */
+  readonly publications?: PublicationSink;
   /** Sees each failed publication (a missing stream must be recreated before any can succeed). */
   readonly onPublishFailed?: (error: unknown) => void;
   /**
@@ -107,7 +114,7 @@ export async function dispatchBatch(deps: DispatcherDeps): Promise<boolean> {
     return false;
   }
   const results = await Promise.allSettled(claimed.map((step) => publish(deps, step)));
-  const published: Array<{ stepId: number; dispatch: number; publishSeq: number }> = [];
+  const published: PublishedDispatch[] = [];
   const failed: Array<{ stepId: number; dispatch: number }> = [];
   results.forEach((result, index) => {
     const step = claimed[index] as ClaimedStep;
@@ -126,7 +133,8 @@ export async function dispatchBatch(deps: DispatcherDeps): Promise<boolean> {
       );
     }
   });
-  await recordPublishSeqs(deps.db, published);
+  if (deps.publications) await deps.publications.record(published);
+  else await recordPublishSeqs(deps.db, published);
   await releaseClaims(deps.db, failed);
   deps.onAdmissionPass?.({ full, leftBehind: leftBehind || failed.length > 0 });
   deps.log.debug({ dispatched: published.length, failed: failed.length }, 'dispatched a batch');

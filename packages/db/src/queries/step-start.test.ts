@@ -203,6 +203,18 @@ describe('startUsualStep', () => {
     assert.equal(last?.type, 'step_started', 'the task runs already');
   });
 
+  it('records the stream sequence of the message the dispatch came in, unless it has none', async () => {
+    const delivered = await dispatchedTask();
+    const bare = await dispatchedTask();
+    await startUsualSteps(
+      handle.db,
+      [{ ...first(delivered), publishSeq: 4_321 }, first(bare)],
+      STALE_AFTER_MS,
+    );
+    assert.equal((await stepRow(delivered, 1)).publishSeq, 4_321);
+    assert.equal((await stepRow(bare, 1)).publishSeq, null, 'nothing known, nothing written');
+  });
+
   it('answers undefined for an unknown task', async () => {
     const ref = { taskId: '00000000-0000-4000-8000-000000000000', seq: 1, dispatch: 1 };
     assert.equal(await startUsualStep(ref, STALE_AFTER_MS), undefined);

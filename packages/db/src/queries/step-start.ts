@@ -34,7 +34,7 @@ import {
   type ApprovalColumns,
   type RecordedApproval,
 } from './step-context.js';
-import type { StepDispatchRef, StepRecord } from './steps.js';
+import { isStreamSequence, type StepDispatchRef, type StepRecord } from './steps.js';
 import { isUuid, type TaskRecord } from './tasks.js';
 
 /** What {@link startUsualSteps} found and did for one dispatch. */
@@ -94,7 +94,15 @@ export async function startUsualSteps(
   // answered "no such task" here: in the statement it would fail the whole group.
   const input = refs.flatMap((ref, ord) =>
     isUuid(ref.taskId) && isInt4(ref.seq) && isInt4(ref.dispatch)
-      ? [{ ord, task_id: ref.taskId, seq: ref.seq, dispatch: ref.dispatch }]
+      ? [
+          {
+            ord,
+            task_id: ref.taskId,
+            seq: ref.seq,
+            dispatch: ref.dispatch,
+            publish_seq: isStreamSequence(ref.publishSeq) ? ref.publishSeq : null,
+          },
+        ]
       : [],
   );
   const starts: Array<UsualStart | undefined> = refs.map(() => undefined);
@@ -107,12 +115,13 @@ export async function startUsualSteps(
   const rows = await executor.execute<Record<string, unknown> & ApprovalColumns>(sql`
     with input as (
       select * from jsonb_to_recordset(${JSON.stringify(input)}::jsonb)
-        as i(ord int, task_id uuid, seq int, dispatch int)
+        as i(ord int, task_id uuid, seq int, dispatch int, publish_seq bigint)
     ), task as materialized (
       select * from tasks where id = any(${inputTaskIds}) order by id for update
     ), started as (
       update task_steps s
-      set status = 'running', attempts = s.attempts + 1, started_at = now(), heartbeat_at = now()
+      set status = 'running', attempts = s.attempts + 1, started_at = now(), heartbeat_at = now(),
+          publish_seq = coalesce(i.publish_seq, s.publish_seq)
       from input i join task on task.id = i.task_id
       where (${STARTS} or task.status = 'running')
         and not task.cancel_requested and not task.pause_requested and not task.approval_pending

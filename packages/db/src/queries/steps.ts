@@ -380,7 +380,11 @@ export function claimReadyStepsStatement(
   `;
 }
 
-/** Stores the JetStream sequence of each published dispatch (for the reconciler). */
+/**
+ * Stores the JetStream sequence of each published dispatch (for the reconciler), where no start
+ * stored it first (a start records the sequence of the message it came in; see
+ * {@link StepDispatchRef.publishSeq}).
+ */
 export async function recordPublishSeqs(
   executor: Executor,
   published: ReadonlyArray<{ stepId: number; dispatch: number; publishSeq: number }>,
@@ -393,7 +397,7 @@ export async function recordPublishSeqs(
   await executor.execute(sql`
     update task_steps s set publish_seq = v.publish_seq
     from (values ${values}) as v(id, dispatch, publish_seq)
-    where s.id = v.id and s.dispatch_count = v.dispatch
+    where s.id = v.id and s.dispatch_count = v.dispatch and s.publish_seq is null
   `);
 }
 
@@ -421,6 +425,17 @@ export interface StepDispatchRef {
   readonly taskId: string;
   readonly seq: number;
   readonly dispatch: number;
+  /**
+   * The steps-stream sequence of the message that delivered this dispatch, when one is at hand: a
+   * start records it (`publish_seq`), so the reconciler can find the message of a running step
+   * whether or not the dispatcher's own record of it was written yet (see `recordPublishSeqs`).
+   */
+  readonly publishSeq?: number;
+}
+
+/** A stream sequence Postgres can store (`bigint`; JavaScript numbers are exact to 2^53). */
+export function isStreamSequence(value: number | undefined): value is number {
+  return value !== undefined && Number.isSafeInteger(value) && value > 0;
 }
 
 /** The condition "this row is the step `ref` names, under the same dispatch". */
@@ -476,6 +491,7 @@ export async function startStep(
       attempts: sql`${taskSteps.attempts} + 1`,
       startedAt: sql`now()`,
       heartbeatAt: sql`now()`,
+      ...(isStreamSequence(ref.publishSeq) ? { publishSeq: ref.publishSeq } : {}),
     })
     .where(
       and(
