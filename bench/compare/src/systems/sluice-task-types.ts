@@ -1,15 +1,14 @@
 /**
  * The task type of the Sluice adapter (issue 7): `bench-noop`, one step on `tool:bench` that tells
- * the harness its job started (a POST to `SLUICE_BENCH_REPORT_URL/job/<id>`, answered once the
- * harness's handler resolved) and completes. The loopback call is the cheapest way to let the
- * harness's ledger see every handler start — duplicates included, which task rows would hide.
+ * the harness its job started (start-reports.ts: a line on a loopback connection, answered once
+ * the harness's handler resolved) and completes.
  */
 import { z } from 'zod';
 import { complete, defineTask } from '@sluice/sdk';
+import { reportStart } from './start-reports.js';
 
 export const BENCH_RESOURCE = 'tool:bench';
 export const BENCH_TASK_TYPE = 'bench-noop';
-export const REPORT_URL_VARIABLE = 'SLUICE_BENCH_REPORT_URL';
 
 export const benchNoop = defineTask({
   name: BENCH_TASK_TYPE,
@@ -20,14 +19,7 @@ export const benchNoop = defineTask({
   steps: { run: { resource: BENCH_RESOURCE, maxAttempts: 3 } },
   handlers: {
     run: async (ctx) => {
-      const base = process.env[REPORT_URL_VARIABLE];
-      if (!base) throw new Error(`${REPORT_URL_VARIABLE} is not set`);
-      const response = await fetch(`${base}/job/${encodeURIComponent(ctx.taskInput.job_id)}`, {
-        method: 'POST',
-        signal: ctx.signal,
-      });
-      await response.arrayBuffer();
-      if (!response.ok) throw new Error(`the harness answered ${response.status}`);
+      await reportStart(ctx.taskInput.job_id, ctx.signal);
       return complete({});
     },
   },

@@ -5,12 +5,11 @@
  * one `CreateTask` at a time through the SDK client, concurrently (`sluice-batched`: 500 per
  * `CreateTasks` call, as the peers' batched variants), each with its job id as the idempotency key
  * (a retried create cannot duplicate it). The executor is started only by
- * `startWorkers`, so `enqueue` fills a backlog; the step reports each start to a loopback HTTP
- * endpoint here, which calls the harness's handler (systems/sluice-task-types.ts). The stack and
+ * `startWorkers`, so `enqueue` fills a backlog; the step reports each start over a loopback
+ * connection to the report server here, which calls the harness's handler (start-reports.ts). The stack and
  * the type registration are imported by path from test/ and services/ (not public packages).
  */
 import { execFileSync } from 'node:child_process';
-import { createServer, type Server } from 'node:http';
 import { hostname } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { registerTaskType } from '@sluice/db';
@@ -32,12 +31,8 @@ import {
 import type { Job, JobHandler, QueueSystem, StartOptions } from '../system.js';
 import { packageVersion } from '../versions.js';
 import { manifestOf } from '../../../../services/executor/src/task-registry.js';
-import {
-  BENCH_RESOURCE,
-  BENCH_TASK_TYPE,
-  benchNoop,
-  REPORT_URL_VARIABLE,
-} from './sluice-task-types.js';
+import { BENCH_RESOURCE, BENCH_TASK_TYPE, benchNoop } from './sluice-task-types.js';
+import { REPORT_ADDRESS_VARIABLE, startReportServer, type ReportServer } from './start-reports.js';
 
 const REPO_ROOT = fileURLToPath(new URL('../../../../', import.meta.url));
 const TASK_MODULE = fileURLToPath(new URL('./sluice-task-types.ts', import.meta.url));
@@ -65,7 +60,7 @@ export function createSluice(options: SluiceSystemOptions): QueueSystem & {
   readonly retriedCreates: () => number;
 } {
   let e2e: E2eStack | undefined;
-  let server: Server | undefined;
+  let reports: ReportServer | undefined;
   let handler: JobHandler | undefined;
   let retried = 0;
   let completions: TaskCompletions | undefined;
@@ -82,24 +77,7 @@ export function createSluice(options: SluiceSystemOptions): QueueSystem & {
     retriedCreates: () => retried,
 
     async setup() {
-      server = createServer((request, response) => {
-        const match = /^\/job\/([^/?]+)$/.exec(request.url ?? '');
-        const id = match?.[1] === undefined ? undefined : decodeURIComponent(match[1]);
-        const current = handler;
-        request.resume();
-        if (request.method !== 'POST' || id === undefined || !current) {
-          response.writeHead(current ? 404 : 503).end();
-          return;
-        }
-        current({ id }).then(
-          () => response.writeHead(204).end(),
-          () => response.writeHead(500).end(),
-        );
-      });
-      server.keepAliveTimeout = 60_000;
-      await new Promise<void>((resolve) => server?.listen(0, '127.0.0.1', resolve));
-      const address = server.address();
-      if (address === null || typeof address === 'string') throw new Error('no port');
+      reports = await startReportServer((id) => handler?.({ id }));
       e2e = await startE2eStack({
         label: 'bench-compare',
         resources: [],
@@ -108,7 +86,7 @@ export function createSluice(options: SluiceSystemOptions): QueueSystem & {
           ...serviceSettingsFromEnv(),
           SLUICE_TASK_MODULES: TASK_MODULE,
           SLUICE_EXECUTOR_SLOTS: String(options.slots),
-          [REPORT_URL_VARIABLE]: `http://127.0.0.1:${address.port}`,
+          [REPORT_ADDRESS_VARIABLE]: reports.address,
         },
       });
       // An executor registers its task types when it starts; none runs yet, so register the type
@@ -175,8 +153,8 @@ export function createSluice(options: SluiceSystemOptions): QueueSystem & {
         await e2e?.stop();
       } finally {
         e2e = undefined;
-        server?.closeAllConnections();
-        await new Promise<void>((resolve) => (server ? server.close(() => resolve()) : resolve()));
+        await reports?.close();
+        reports = undefined;
       }
     },
 

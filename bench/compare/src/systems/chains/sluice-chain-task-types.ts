@@ -1,27 +1,20 @@
 /**
  * The task type of Sluice's three-step chain (issue 7, workload 4): `bench-chain`, three steps on
  * three resources (`tool:bench-a`, `-b`, `-c`, so three executors hand the task on to each other
- * through the scheduler), each telling the harness it started (a POST to
- * `SLUICE_BENCH_REPORT_URL/job/<id>/<step>`, answered once the harness's handler resolved) and
+ * through the scheduler), each telling the harness it started (start-reports.ts, key
+ * `<id>/<step>`, answered once the harness's handler resolved) and
  * returning `next` to the following step, the last `complete`.
  */
 import { z } from 'zod';
 import { complete, defineTask, next } from '@sluice/sdk';
+import { reportStart } from '../start-reports.js';
 
 export const CHAIN_RESOURCES = ['tool:bench-a', 'tool:bench-b', 'tool:bench-c'] as const;
 export const CHAIN_TASK_TYPE = 'bench-chain';
-export const CHAIN_REPORT_URL_VARIABLE = 'SLUICE_BENCH_REPORT_URL';
 
-/** Tells the harness that step `step` of the task's chain started. */
-async function report(jobId: string, step: number, signal: AbortSignal): Promise<void> {
-  const base = process.env[CHAIN_REPORT_URL_VARIABLE];
-  if (!base) throw new Error(`${CHAIN_REPORT_URL_VARIABLE} is not set`);
-  const response = await fetch(`${base}/job/${encodeURIComponent(jobId)}/${step}`, {
-    method: 'POST',
-    signal,
-  });
-  await response.arrayBuffer();
-  if (!response.ok) throw new Error(`the harness answered ${response.status}`);
+/** Tells the harness that step `step` of the task's chain started (key `<job id>/<step>`). */
+function report(jobId: string, step: number, signal: AbortSignal): Promise<void> {
+  return reportStart(`${jobId}/${step}`, signal);
 }
 
 export const benchChain = defineTask({

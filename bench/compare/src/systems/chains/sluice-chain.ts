@@ -5,9 +5,9 @@
  * harness's concurrency as its slots — on the machine's NATS and Postgres, a fresh database and
  * prefix per run (test/support/e2e-stack.ts). Tasks are created one `CreateTask` at a time through
  * the SDK client, concurrently, each with its chain id as the idempotency key, as the one-step
- * adapter (systems/sluice.ts) does. Each step reports its start to a loopback HTTP endpoint here.
+ * adapter (systems/sluice.ts) does. Each step reports its start over a loopback connection to the
+ * report server here (start-reports.ts).
  */
-import { createServer, type Server } from 'node:http';
 import { fileURLToPath } from 'node:url';
 import { registerTaskType } from '@sluice/db';
 import { isServiceError } from '@sluice/sdk/client';
@@ -17,12 +17,8 @@ import type { Chain, ChainStartOptions, ChainSystem, StepHandler } from '../../c
 import { forEachBounded } from '../../pool.js';
 import { packageVersion } from '../../versions.js';
 import { CREATES_IN_FLIGHT, sluiceVersion } from '../sluice.js';
-import {
-  benchChain,
-  CHAIN_REPORT_URL_VARIABLE,
-  CHAIN_RESOURCES,
-  CHAIN_TASK_TYPE,
-} from './sluice-chain-task-types.js';
+import { REPORT_ADDRESS_VARIABLE, startReportServer, type ReportServer } from '../start-reports.js';
+import { benchChain, CHAIN_RESOURCES, CHAIN_TASK_TYPE } from './sluice-chain-task-types.js';
 
 const TASK_MODULE = fileURLToPath(new URL('./sluice-chain-task-types.ts', import.meta.url));
 /**
@@ -41,7 +37,7 @@ export interface SluiceChainOptions {
 
 export function createSluiceChain(options: SluiceChainOptions): ChainSystem {
   let e2e: E2eStack | undefined;
-  let server: Server | undefined;
+  let reports: ReportServer | undefined;
   let onStep: StepHandler | undefined;
 
   const running = (): E2eStack => {
@@ -55,23 +51,11 @@ export function createSluiceChain(options: SluiceChainOptions): ChainSystem {
     batched: false,
 
     async setup() {
-      server = createServer((request, response) => {
-        const match = /^\/job\/([^/?]+)\/(\d+)$/.exec(request.url ?? '');
-        const current = onStep;
-        request.resume();
-        if (request.method !== 'POST' || match?.[1] === undefined || !current) {
-          response.writeHead(current ? 404 : 503).end();
-          return;
-        }
-        current(decodeURIComponent(match[1]), Number(match[2])).then(
-          () => response.writeHead(204).end(),
-          () => response.writeHead(500).end(),
-        );
+      // Keys are `<job id>/<step>` (sluice-chain-task-types.ts).
+      reports = await startReportServer((key) => {
+        const slash = key.lastIndexOf('/');
+        return onStep?.(key.slice(0, slash), Number(key.slice(slash + 1)));
       });
-      server.keepAliveTimeout = 60_000;
-      await new Promise<void>((resolve) => server?.listen(0, '127.0.0.1', resolve));
-      const address = server.address();
-      if (address === null || typeof address === 'string') throw new Error('no port');
       e2e = await startE2eStack({
         label: 'bench-chain',
         resources: [],
@@ -79,7 +63,7 @@ export function createSluiceChain(options: SluiceChainOptions): ChainSystem {
         env: {
           SLUICE_TASK_MODULES: TASK_MODULE,
           SLUICE_EXECUTOR_SLOTS: String(options.slots),
-          [CHAIN_REPORT_URL_VARIABLE]: `http://127.0.0.1:${address.port}`,
+          [REPORT_ADDRESS_VARIABLE]: reports.address,
         },
       });
       // No executor runs yet to register the type; register it as one would have before.
@@ -130,8 +114,8 @@ export function createSluiceChain(options: SluiceChainOptions): ChainSystem {
         await e2e?.stop();
       } finally {
         e2e = undefined;
-        server?.closeAllConnections();
-        await new Promise<void>((resolve) => (server ? server.close(() => resolve()) : resolve()));
+        await reports?.close();
+        reports = undefined;
       }
     },
 

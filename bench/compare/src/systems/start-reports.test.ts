@@ -1,0 +1,81 @@
+/**
+ * The start-report channel between a Sluice step and the harness: each report is answered once
+ * the handler settles, in any order; a refusal, a failure, an abort and a lost connection reject
+ * the report (so the step fails and is retried), and the next report connects again.
+ */
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { ReportClient, startReportServer } from './start-reports.js';
+
+const live = () => new AbortController().signal;
+
+describe('start reports', () => {
+  it('answers each report when its handler resolves, whatever the order', async () => {
+    const seen: string[] = [];
+    const releases = new Map<string, () => void>();
+    const server = await startReportServer((key) => {
+      seen.push(key);
+      return new Promise<void>((resolve) => releases.set(key, resolve));
+    });
+    try {
+      const client = new ReportClient(server.address);
+      const done: string[] = [];
+      const reports = ['job 1', 'job/2', 'job%3'].map((key) =>
+        client.report(key, live()).then(() => done.push(key)),
+      );
+      while (releases.size < 3) await new Promise((resolve) => setTimeout(resolve, 5));
+      assert.deepEqual(seen, ['job 1', 'job/2', 'job%3'], 'keys arrive as sent');
+      releases.get('job%3')?.();
+      releases.get('job 1')?.();
+      releases.get('job/2')?.();
+      await Promise.all(reports);
+      assert.deepEqual(done.sort(), ['job 1', 'job%3', 'job/2']);
+    } finally {
+      await server.close();
+    }
+  });
+
+  it('rejects a report the harness refuses or whose handler fails', async () => {
+    let handle: ((key: string) => Promise<void>) | undefined;
+    const server = await startReportServer((key) => handle?.(key));
+    try {
+      const client = new ReportClient(server.address);
+      await assert.rejects(client.report('early', live()), /answered refused/);
+      handle = () => Promise.reject(new Error('ledger full'));
+      await assert.rejects(client.report('failing', live()), /answered failed/);
+      handle = () => Promise.resolve();
+      await client.report('fine', live());
+    } finally {
+      await server.close();
+    }
+  });
+
+  it('rejects an aborted report, and every report of a lost connection; then connects again', async () => {
+    // Answers the first report (so the connection is up), never another.
+    let answered = 0;
+    const first = await startReportServer(() =>
+      answered++ === 0 ? Promise.resolve() : new Promise<void>(() => undefined),
+    );
+    const client = new ReportClient(first.address);
+    await client.report('connected', live());
+    const aborting = new AbortController();
+    const aborted = client.report('aborted', aborting.signal);
+    aborting.abort();
+    await assert.rejects(aborted, /aborted/);
+    const pending = client.report('pending', live());
+    await first.close();
+    await assert.rejects(pending, /closed the report connection|ECONNRESET/);
+
+    // A new server on another port cannot be reached by this client (its address is fixed); a
+    // client of it connects afresh after its own loss.
+    const second = await startReportServer(() => Promise.resolve());
+    try {
+      const again = new ReportClient(second.address);
+      await again.report('one', live());
+      await assert.rejects(client.report('to the closed server', live()), /ECONNREFUSED/);
+      await again.report('two', live());
+    } finally {
+      await second.close();
+    }
+  });
+});
