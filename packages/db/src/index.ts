@@ -124,7 +124,6 @@ export {
   nextAttemptAt,
   waitingRetry,
   lockUnappliedOutcomes,
-  hasUnappliedOutcomes,
   markOutcomesApplied,
   recordPublishSeqs,
   recordStepOutcome,

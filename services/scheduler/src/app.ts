@@ -218,13 +218,15 @@ export async function startScheduler(
       pollMs: config.SLUICE_SCHEDULER_POLL_MS,
       log: logger,
       runBatch: async () => {
+        let settleDue: boolean | undefined;
         const moreOutcomes = await applyOutcomeBatch({
           ...common,
           onStepsReady: () => dispatcher.wake(),
           abortRunningSteps,
           retryBudget,
+          onSettleChecked: (due) => (settleDue = due),
         });
-        const moreToSettle = await settleBatch(common);
+        const moreToSettle = await settleBatch(common, settleDue);
         return moreOutcomes || moreToSettle;
       },
     });

@@ -28,6 +28,7 @@ import {
 } from '@sluice/db/testing';
 import { createLogger, createMetrics, type Metrics } from '@sluice/telemetry';
 import { applyOutcomeBatch } from './outcome-applier.js';
+import { settleBatch } from './settler.js';
 
 const MAX_ATTEMPTS = 3;
 const manifest: TaskTypeManifest = {
@@ -199,12 +200,42 @@ describe('outcome applier: dead letters', () => {
   });
 });
 
+describe('outcome applier: the settle question', () => {
+  it('tells whether tasks wait to be settled, counting its own outcomes as applied', async () => {
+    const answers: boolean[] = [];
+    const deps = {
+      db: handle.db,
+      log: createLogger({ service: 'outcome-applier-test', level: 'silent' }),
+      metrics: createMetrics(),
+      batchSize: 10,
+      onStepsReady: () => undefined,
+      abortRunningSteps: () => undefined,
+      onSettleChecked: (due: boolean) => answers.push(due),
+    };
+    await taskWithOutcome('succeeded', 1, { type: 'complete', output: {} });
+    while (await applyOutcomeBatch(deps));
+    assert.deepEqual(answers, [false], 'a completed task leaves nothing to settle');
+
+    // A cancel was requested while the task's only step ran; the step ended cancelled. Once its
+    // outcome is applied nothing of the task is in flight: the settler must cancel it.
+    const cancelled = await taskWithOutcome('succeeded', 1, { type: 'cancelled' });
+    await handle.sql`update tasks set cancel_requested = true where id = ${cancelled}`;
+    await handle.sql`update task_steps set status = 'cancelled' where task_id = ${cancelled}`;
+    while (await applyOutcomeBatch(deps));
+    assert.deepEqual(answers, [false, true]);
+    assert.equal(await settleBatch({ db: handle.db, log: deps.log, batchSize: 10 }, true), false);
+    assert.equal(await statusOf(cancelled), 'cancelled');
+    assert.equal(await applyOutcomeBatch(deps), false, 'nothing left: an empty pass');
+    assert.deepEqual(answers, [false, true], 'which asks nothing');
+  });
+});
+
 describe('outcome applier: round trips', () => {
   /** A running task whose only step succeeded; its id. */
   const completedTask = () =>
     taskWithOutcome('succeeded', 1, { type: 'complete', output: { ok: true } });
 
-  it('completes a batch of tasks in four: the check, the locks with BEGIN, the completions with the marks, COMMIT', async () => {
+  it('completes a batch of tasks in three: the locks with BEGIN, the completions with the marks and the settle question, COMMIT', async () => {
     const proxy = await startTurnCounter(database.url);
     const through = openDatabase(proxy.url, { max: 1 });
     const deps = {
@@ -224,7 +255,7 @@ describe('outcome applier: round trips', () => {
       const taskIds = [await completedTask(), await completedTask()];
       proxy.reset();
       assert.equal(await applyOutcomeBatch(deps), false);
-      assert.equal(proxy.turns(), 4);
+      assert.equal(proxy.turns(), 3);
       for (const taskId of taskIds) assert.equal(await statusOf(taskId), 'succeeded');
     } finally {
       await through.close();

@@ -37,7 +37,7 @@ import {
   cancelWaitingSteps,
   joinIfComplete,
   lockTask,
-  hasUnappliedOutcomes,
+  hasTasksToSettle,
   lockUnappliedOutcomes,
   markOutcomesApplied,
   openDeadLetterOfStep,
@@ -82,6 +82,11 @@ export interface OutcomeApplierDeps {
   readonly abortRunningSteps: (taskIds: readonly string[]) => void;
   /** The retry budget of this replica; without one, retries are due when their backoff says. */
   readonly retryBudget?: RetryBudgetLedger;
+  /**
+   * Told, after a pass that applied outcomes, whether tasks wait to be settled: asked in its
+   * transaction with its writes, so the settler need not ask again (`settleBatch`).
+   */
+  readonly onSettleChecked?: (due: boolean) => void;
 }
 
 /** What applying an outcome reads besides the transaction. */
@@ -101,13 +106,17 @@ interface Applied {
 
 const NOTHING: Applied = { stepsAdded: false, abortTask: false };
 
-/** Applies one batch of outcomes in one transaction; true when the batch was full. */
+/**
+ * Applies one batch of outcomes in one transaction; true when the batch was full. Three round
+ * trips: `begin` with the locks; the completions, the marks and the settle question; `commit`.
+ * No `exists` check first: a pass is woken by a recorded outcome, so it nearly always finds one
+ * (an empty pass costs the `commit`).
+ */
 export async function applyOutcomeBatch(deps: OutcomeApplierDeps): Promise<boolean> {
-  // Most wake-ups after the first of a burst find the outcomes applied already.
-  if (!(await hasUnappliedOutcomes(deps.db))) return false;
-  const { count, stepsAdded, aborted, results } = await deps.db.transaction(async (tx) => {
+  const pass = await deps.db.transaction(async (tx) => {
     // The outcomes and every task of the batch, locked at once.
     const { outcomes, tasks: locked } = await lockUnappliedOutcomes(tx, deps.batchSize);
+    if (outcomes.length === 0) return undefined;
     const outcomesOf = countBy(outcomes, (o) => o.taskId);
     const completions: Completion[] = [];
     let added = false;
@@ -129,16 +138,27 @@ export async function applyOutcomeBatch(deps: OutcomeApplierDeps): Promise<boole
       if (applied.abortTask) abort.push(outcome.taskId);
       counted.push(applied);
     }
-    // Sent together: one round trip for the batch's completions and its marks.
-    await Promise.all([
+    // Sent together: one round trip for the batch's marks, whether tasks now wait to be settled
+    // (this batch's outcomes counted as applied, whichever runs first) and its completions. The
+    // completions last: the driver sends its buffer at once when a statement fills a kilobyte
+    // (theirs often does), so the small ones queued before go in the same write.
+    const stepIds = outcomes.map((o) => o.stepId);
+    const [, settleDue] = await Promise.all([
+      markOutcomesApplied(tx, stepIds),
+      hasTasksToSettle(tx, stepIds),
       completeTasks(tx, completions, deps.log),
-      markOutcomesApplied(
-        tx,
-        outcomes.map((o) => o.stepId),
-      ),
     ]);
-    return { count: outcomes.length, stepsAdded: added, aborted: abort, results: counted };
+    return {
+      count: outcomes.length,
+      stepsAdded: added,
+      aborted: abort,
+      results: counted,
+      settleDue,
+    };
   });
+  if (pass === undefined) return false;
+  const { count, stepsAdded, aborted, results, settleDue } = pass;
+  deps.onSettleChecked?.(settleDue);
   // Counted once the transaction committed.
   for (const applied of results) {
     if (applied.deadLetter) deps.metrics.deadLetterCount.inc({ reason: applied.deadLetter });

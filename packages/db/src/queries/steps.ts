@@ -694,17 +694,6 @@ export async function lockUnappliedOutcomes(
   return locked;
 }
 
-/**
- * Whether any recorded outcome waits to be applied, without a transaction: a pass woken by an
- * outcome an earlier pass already applied answers in one statement instead of three.
- */
-export async function hasUnappliedOutcomes(executor: Executor): Promise<boolean> {
-  const [row] = await executor.execute<{ found: boolean }>(
-    sql`select exists (select 1 from task_steps where ${UNAPPLIED_OUTCOME}) as found`,
-  );
-  return row?.found === true;
-}
-
 /** Marks outcomes as turned into transitions. */
 export async function markOutcomesApplied(
   executor: Executor,
@@ -859,16 +848,28 @@ export async function lockTasksToSettle(
 /**
  * Whether any task waits to be settled ({@link lockTasksToSettle}), without a transaction: most
  * passes find none, and answering that in one statement saves them a `begin` and a `commit`.
+ *
+ * `appliedNow`: steps whose outcomes the caller's transaction marks applied in the same round trip
+ * (the outcome pass asks within its transaction): they count as applied whether or not the marks
+ * ran before this statement.
  */
-export async function hasTasksToSettle(executor: Executor): Promise<boolean> {
+export async function hasTasksToSettle(
+  executor: Executor,
+  appliedNow: readonly number[] = [],
+): Promise<boolean> {
   const [row] = await executor.execute<{ found: boolean }>(
-    sql`select exists (${tasksToSettle(1)}) as found`,
+    sql`select exists (${tasksToSettle(1, appliedNow)}) as found`,
   );
   return row?.found === true;
 }
 
 /** The tasks to settle, oldest change first (see {@link lockTasksToSettle}). */
-function tasksToSettle(limit: number): SQL {
+function tasksToSettle(limit: number, appliedNow: readonly number[] = []): SQL {
+  const unapplied =
+    appliedNow.length === 0
+      ? sql`(s.outcome is not null and s.outcome_applied_at is null)`
+      : sql`(s.outcome is not null and s.outcome_applied_at is null
+             and s.id not in ${idList(appliedNow)})`;
   // The candidates come from three small partial indexes (migration 0008); the conditions below
   // then decide. Without them every pass read the whole tasks table — the backlog and the
   // finished history — once per batch of outcomes (issue 7 profile).
@@ -895,8 +896,7 @@ function tasksToSettle(limit: number): SQL {
       and not exists (
         select 1 from task_steps s
         where s.task_id = t.id
-          and (s.status in ('dispatched', 'running')
-               or (s.outcome is not null and s.outcome_applied_at is null))
+          and (s.status in ('dispatched', 'running') or ${unapplied})
       )
     order by t.updated_at
     limit ${limit}`;
