@@ -80,6 +80,38 @@ describe('publication recorder', () => {
     assert.throws(() => recorder.record([{ stepId: a, dispatch: 1, publishSeq: 13 }]), /stopped/);
   });
 
+  it(
+    'skips a step another transaction holds (a start records it itself) instead of waiting',
+    { timeout: 30_000 },
+    async () => {
+      const { log } = createCapturingLogger('recorder-test', 'warn');
+      const recorder = new PublicationRecorder({ db: fixture.handle.db, log, delayMs: NEVER_MS });
+      const [held, free] = [await dispatchedStep(), await dispatchedStep()];
+      let release = (): void => undefined;
+      let locked = (): void => undefined;
+      const isLocked = new Promise<void>((resolve) => (locked = resolve));
+      const holder = fixture.handle.sql.begin(async (tx) => {
+        await tx`select id from task_steps where id = ${held} for update`;
+        locked();
+        await new Promise<void>((resolve) => (release = resolve));
+      });
+      try {
+        await isLocked;
+        recorder.record([
+          { stepId: held, dispatch: 1, publishSeq: 41 },
+          { stepId: free, dispatch: 1, publishSeq: 42 },
+        ]);
+        await recorder.flush(); // would wait for the holder (forever, here) if it did not skip
+        assert.equal(await publishSeqOf(free), 42);
+        assert.equal(await publishSeqOf(held), null);
+      } finally {
+        release();
+        await holder;
+        await recorder.stop();
+      }
+    },
+  );
+
   it('writes after the delay by itself', async () => {
     const { log } = createCapturingLogger('recorder-test', 'warn');
     const recorder = new PublicationRecorder({ db: fixture.handle.db, log, delayMs: 20 });

@@ -384,6 +384,12 @@ export function claimReadyStepsStatement(
  * Stores the JetStream sequence of each published dispatch (for the reconciler), where no start
  * stored it first (a start records the sequence of the message it came in; see
  * {@link StepDispatchRef.publishSeq}).
+ *
+ * A step row locked by someone else is skipped, not waited for: it is being started (the start
+ * stores the sequence itself), finished, or put back. Waiting was a deadlock: an executor's group
+ * start takes several step rows, this statement many, in orders of their own, and Postgres broke
+ * the cycle only after `deadlock_timeout` (1 s), which showed as a one-second tail in the wait of
+ * high-priority steps under a backlog.
  */
 export async function recordPublishSeqs(
   executor: Executor,
@@ -395,9 +401,17 @@ export async function recordPublishSeqs(
     sql`, `,
   );
   await executor.execute(sql`
-    update task_steps s set publish_seq = v.publish_seq
-    from (values ${values}) as v(id, dispatch, publish_seq)
-    where s.id = v.id and s.dispatch_count = v.dispatch and s.publish_seq is null
+    with v(id, dispatch, publish_seq) as (values ${values}),
+    waiting as (
+      select s.id, v.publish_seq
+      from task_steps s join v on s.id = v.id and s.dispatch_count = v.dispatch
+      where s.publish_seq is null
+      order by s.id
+      for update of s skip locked
+    )
+    update task_steps s set publish_seq = waiting.publish_seq
+    from waiting
+    where s.id = waiting.id
   `);
 }
 
