@@ -39,8 +39,8 @@ import { handleAdvisoryBatch } from './advisory-worker.js';
 import { startBatchLoop, type BatchLoop } from './batch-loop.js';
 import { failFastBatch, openBreakerResources } from './breaker-fail-fast.js';
 import type { SchedulerConfig } from './config.js';
-import { dispatchBatch } from './dispatcher.js';
-import { FreedSlots, type AdmissionPassOutcome } from './freed-slots.js';
+import { dispatchBatch, type DispatchPass } from './dispatcher.js';
+import { FreedSlots } from './freed-slots.js';
 import { PublicationRecorder } from './publication-recorder.js';
 import { FullResources, readyStepOf } from './full-resources.js';
 import { relayEventBatch } from './event-relay.js';
@@ -183,26 +183,23 @@ export async function startScheduler(
       pollMs: config.SLUICE_SCHEDULER_POLL_MS,
       log: logger,
       runBatch: async () => {
-        let seen: AdmissionPassOutcome | undefined;
         freedSlots.passStarted();
+        let pass: DispatchPass;
         try {
-          const more = await dispatchBatch({
+          pass = await dispatchBatch({
             ...common,
             js,
             catalog,
             admission: () => admission.settings(),
             publications,
             onPublishFailed: noticeBusError('dispatch'),
-            onAdmissionPass: (pass) => {
-              fullResources.seen(pass.full);
-              seen = pass;
-            },
           });
-          return freedSlots.passEnded(seen) || more;
         } catch (error) {
           freedSlots.passEnded(undefined);
           throw error;
         }
+        fullResources.seen(pass.full);
+        return freedSlots.passEnded(pass) || pass.more;
       },
     });
     const abortRunningSteps = (taskIds: readonly string[]) => {

@@ -19,7 +19,6 @@ import {
 import { createTestDatabase, migratedTemplate } from '@sluice/db/testing';
 import { createLogger, createMetrics } from '@sluice/telemetry';
 import { dispatchBatch } from './dispatcher.js';
-import type { AdmissionPassOutcome } from './freed-slots.js';
 import type { PublishedDispatch } from './publication-recorder.js';
 
 const manifest: TaskTypeManifest = {
@@ -54,7 +53,6 @@ describe('dispatcher', () => {
           input: {},
         });
       }
-      const reports: AdmissionPassOutcome[] = [];
       const recorded: PublishedDispatch[] = [];
       const pass = () =>
         dispatchBatch({
@@ -65,18 +63,15 @@ describe('dispatcher', () => {
           metrics: createMetrics(),
           batchSize: 10,
           publications: { record: (published) => void recorded.push(...published) },
-          onAdmissionPass: (seen) => reports.push(seen),
         });
-      await pass();
       assert.deepEqual(
-        reports,
-        [{ full: [], leftBehind: true }],
+        await pass(),
+        { more: false, full: [], leftBehind: true },
         'the first pass found a slot (and took it), the other step found none',
       );
-      await pass();
       assert.deepEqual(
-        reports[1],
-        { full: ['tool:narrow'], leftBehind: false },
+        await pass(),
+        { more: false, full: ['tool:narrow'], leftBehind: false },
         'one in flight, limit one, one waiting: for a slot of a full resource',
       );
       const stream = await (await jetstreamManager(nc)).streams.info(catalog.streams.steps);

@@ -83,15 +83,19 @@ export interface DispatcherDeps {
   readonly publications?: PublicationSink;
   /** Sees each failed publication (a missing stream must be recreated before any can succeed). */
   readonly onPublishFailed?: (error: unknown) => void;
-  /**
-   * Sees, after each pass, the resources its claim found full (see `FullResources`) and whether
-   * due ready steps stayed behind (see `FreedSlots`); a step whose publication failed is behind too.
-   */
-  readonly onAdmissionPass?: (seen: AdmissionPassOutcome) => void;
 }
 
-/** Claims and publishes one batch; returns true when the batch was full (more may be ready). */
-export async function dispatchBatch(deps: DispatcherDeps): Promise<boolean> {
+/**
+ * What one pass did and saw: `more` when its batch was full (more may be ready); the resources its
+ * claim found full (see `FullResources`) and whether due ready steps stayed behind (see
+ * `FreedSlots`; a step whose publication failed is behind too).
+ */
+export interface DispatchPass extends AdmissionPassOutcome {
+  readonly more: boolean;
+}
+
+/** Claims and publishes one batch. */
+export async function dispatchBatch(deps: DispatcherDeps): Promise<DispatchPass> {
   const admission =
     typeof deps.admission === 'function' ? deps.admission() : (deps.admission ?? DEFAULT_ADMISSION);
   // One span for the claim, in a trace of its own: it serves many tasks, none of whose traces it
@@ -109,10 +113,7 @@ export async function dispatchBatch(deps: DispatcherDeps): Promise<boolean> {
     },
     () => deps.db.transaction((tx) => claimAdmission(tx, deps.batchSize, admission)),
   );
-  if (claimed.length === 0) {
-    deps.onAdmissionPass?.({ full, leftBehind });
-    return false;
-  }
+  if (claimed.length === 0) return { more: false, full, leftBehind };
   const results = await Promise.allSettled(claimed.map((step) => publish(deps, step)));
   const published: PublishedDispatch[] = [];
   const failed: Array<{ stepId: number; dispatch: number }> = [];
@@ -136,9 +137,12 @@ export async function dispatchBatch(deps: DispatcherDeps): Promise<boolean> {
   if (deps.publications) await deps.publications.record(published);
   else await recordPublishSeqs(deps.db, published);
   await releaseClaims(deps.db, failed);
-  deps.onAdmissionPass?.({ full, leftBehind: leftBehind || failed.length > 0 });
   deps.log.debug({ dispatched: published.length, failed: failed.length }, 'dispatched a batch');
-  return claimed.length === deps.batchSize && failed.length === 0;
+  return {
+    more: claimed.length === deps.batchSize && failed.length === 0,
+    full,
+    leftBehind: leftBehind || failed.length > 0,
+  };
 }
 
 /**

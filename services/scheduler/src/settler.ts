@@ -34,12 +34,12 @@ export interface SettlerDeps {
 }
 
 /**
- * Settles one batch in one transaction; true when the batch was full. `due`: whether tasks wait,
+ * Settles one batch in one transaction; true when the batch was full. `known`: whether tasks wait,
  * when the caller knows it already (the outcome pass asks in its transaction); else it is asked.
  */
-export async function settleBatch(deps: SettlerDeps, due?: boolean): Promise<boolean> {
+export async function settleBatch(deps: SettlerDeps, known?: boolean): Promise<boolean> {
   // The usual answer is no, in one statement.
-  if (!(due ?? (await hasTasksToSettle(deps.db)))) return false;
+  if (!(known ?? (await hasTasksToSettle(deps.db)))) return false;
   const count = await deps.db.transaction(async (tx) => {
     const due = await lockTasksToSettle(tx, deps.batchSize);
     for (const { taskId } of due) await settleOne(tx, taskId, deps.log);

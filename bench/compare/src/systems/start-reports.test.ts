@@ -4,6 +4,7 @@
  * the report (so the step fails and is retried), and the next report connects again.
  */
 import assert from 'node:assert/strict';
+import { connect } from 'node:net';
 import { describe, it } from 'node:test';
 import { ReportClient, startReportServer } from './start-reports.js';
 
@@ -45,6 +46,15 @@ describe('start reports', () => {
       await assert.rejects(client.report('failing', live()), /answered failed/);
       handle = () => Promise.resolve();
       await client.report('fine', live());
+
+      // A line whose key does not decode is refused, and the server carries on.
+      const raw = connect(Number(server.address.split(':')[1]), '127.0.0.1');
+      raw.setEncoding('utf8');
+      const answer = new Promise<string>((resolve) => raw.once('data', resolve));
+      raw.write('7 %E0%A4%A\n');
+      assert.equal(await answer, '7 refused\n');
+      raw.destroy();
+      await client.report('still fine', live());
     } finally {
       await server.close();
     }

@@ -22,7 +22,7 @@ export interface ReportServer {
 
 /**
  * Listens on a loopback port. `onReport` gets each report's key; `undefined` (no handler yet) is
- * answered as a refusal, like a rejection.
+ * answered as a refusal, like a rejection, and so is a line whose key does not decode.
  */
 export async function startReportServer(
   onReport: (key: string) => Promise<void> | undefined,
@@ -39,7 +39,8 @@ export async function startReportServer(
       const answer = (word: string) => {
         if (!socket.destroyed) socket.write(`${n} ${word}\n`);
       };
-      const handled = space > 0 ? onReport(decodeURIComponent(line.slice(space + 1))) : undefined;
+      const key = space > 0 ? decodedKey(line.slice(space + 1)) : undefined;
+      const handled = key === undefined ? undefined : onReport(key);
       if (handled === undefined) answer('refused');
       else
         handled.then(
@@ -131,6 +132,15 @@ export function reportStart(key: string, signal: AbortSignal): Promise<void> {
   if (!address) return Promise.reject(new Error(`${REPORT_ADDRESS_VARIABLE} is not set`));
   client ??= new ReportClient(address);
   return client.report(key, signal);
+}
+
+/** A report's key as sent (percent-encoded), or `undefined` for a malformed one (refused). */
+function decodedKey(encoded: string): string | undefined {
+  try {
+    return decodeURIComponent(encoded);
+  } catch {
+    return undefined;
+  }
 }
 
 /** Calls `onLine` for each `\n`-terminated line the socket receives. */

@@ -879,11 +879,8 @@ export async function hasTasksToSettle(
 
 /** The tasks to settle, oldest change first (see {@link lockTasksToSettle}). */
 function tasksToSettle(limit: number, appliedNow: readonly number[] = []): SQL {
-  const unapplied =
-    appliedNow.length === 0
-      ? sql`(s.outcome is not null and s.outcome_applied_at is null)`
-      : sql`(s.outcome is not null and s.outcome_applied_at is null
-             and s.id not in ${idList(appliedNow)})`;
+  const notAppliedNow =
+    appliedNow.length === 0 ? sql`` : sql` and s.id not in ${idList(appliedNow)}`;
   // The candidates come from three small partial indexes (migration 0008); the conditions below
   // then decide. Without them every pass read the whole tasks table — the backlog and the
   // finished history — once per batch of outcomes (issue 7 profile).
@@ -910,7 +907,8 @@ function tasksToSettle(limit: number, appliedNow: readonly number[] = []): SQL {
       and not exists (
         select 1 from task_steps s
         where s.task_id = t.id
-          and (s.status in ('dispatched', 'running') or ${unapplied})
+          and (s.status in ('dispatched', 'running')
+               or (s.outcome is not null and s.outcome_applied_at is null${notAppliedNow}))
       )
     order by t.updated_at
     limit ${limit}`;
