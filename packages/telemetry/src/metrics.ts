@@ -126,6 +126,11 @@ export const METRIC_DEFINITIONS = {
     help: 'CreateTask calls answered RESOURCE_EXHAUSTED because the governor rejects their priority.',
     labelNames: ['priority'],
   },
+  urgentGuardCap: {
+    name: 'sluice_urgent_guard_cap',
+    help: 'Steps in flight above which a resource admits no P1–P3 step while its P0 steps wait longer than the target (the urgent-wait guard); absent when not capped.',
+    labelNames: ['resource'],
+  },
   admissionHeld: {
     name: 'sluice_admission_held_total',
     help: 'Claims made while the governor held or throttled priorities, by priority and how (held, throttled).',
@@ -220,6 +225,7 @@ export interface Metrics {
   readonly breakerTransitions: Counter<MetricLabels<'breakerTransitions'>>;
   readonly resourceLimit: Gauge<MetricLabels<'resourceLimit'>>;
   readonly admissionRejections: Counter<MetricLabels<'admissionRejections'>>;
+  readonly urgentGuardCap: Gauge<MetricLabels<'urgentGuardCap'>>;
   readonly admissionHeld: Counter<MetricLabels<'admissionHeld'>>;
 }
 
@@ -260,6 +266,7 @@ export function createMetrics(): Metrics {
     breakerTransitions: counter(registry, d.breakerTransitions),
     resourceLimit: gauge(registry, d.resourceLimit),
     admissionRejections: counter(registry, d.admissionRejections),
+    urgentGuardCap: gauge(registry, d.urgentGuardCap),
     admissionHeld: counter(registry, d.admissionHeld),
   };
 }

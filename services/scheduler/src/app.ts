@@ -25,7 +25,12 @@ import {
   type Lease,
   type TopologyRepair,
 } from '@sluice/bus';
-import { TASK_EVENTS_CHANNEL, migrateDatabase, openDatabase } from '@sluice/db';
+import {
+  TASK_EVENTS_CHANNEL,
+  migrateDatabase,
+  openDatabase,
+  type AdmissionSettings,
+} from '@sluice/db';
 import {
   createLogger,
   createMetrics,
@@ -54,6 +59,8 @@ import { refreshQueueTableStatistics } from './table-statistics.js';
 import { settleBatch } from './settler.js';
 import { fireTimerBatch } from './timer-firer.js';
 import { createGovernedAdmission } from './governed-admission.js';
+import { UrgentWaitGuard } from './urgent-wait-guard.js';
+import { startUrgentWaitWatch } from './urgent-wait-watch.js';
 
 /** A started scheduler. */
 export interface Scheduler {
@@ -171,6 +178,16 @@ export async function startScheduler(
       view: decisions,
       metrics,
     });
+    // P0's wait under a flood of lower priorities (urgent-wait-guard.ts): caps their admission
+    // while P0 steps wait longer than the target.
+    const urgentGuard =
+      config.SLUICE_URGENT_WAIT_TARGET_MS > 0
+        ? new UrgentWaitGuard({ targetMs: config.SLUICE_URGENT_WAIT_TARGET_MS })
+        : undefined;
+    const admissionSettings = (): AdmissionSettings => {
+      const settings = admission.settings();
+      return urgentGuard ? { ...settings, lowerPriorityCaps: urgentGuard.caps() } : settings;
+    };
     const fullResources = new FullResources();
     const freedSlots = new FreedSlots();
     publications = new PublicationRecorder({
@@ -190,7 +207,7 @@ export async function startScheduler(
             ...common,
             js,
             catalog,
-            admission: () => admission.settings(),
+            admission: admissionSettings,
             publications,
             onPublishFailed: noticeBusError('dispatch'),
           });
@@ -199,6 +216,7 @@ export async function startScheduler(
           throw error;
         }
         fullResources.seen(pass.full);
+        if (pass.admittedUrgent) urgentGuard?.urgentClaimed(Date.now());
         return freedSlots.passEnded(pass) || pass.more;
       },
     });
@@ -253,6 +271,17 @@ export async function startScheduler(
       failFast.wake();
     };
     loops.push(dispatcher, applier, timers, failFast);
+    if (urgentGuard) {
+      loops.push(
+        startUrgentWaitWatch({
+          db: database.db,
+          guard: urgentGuard,
+          log: logger,
+          metrics,
+          onCapsRaised: () => dispatcher.wake(),
+        }),
+      );
+    }
     if (config.SLUICE_STATISTICS_CHECK_MS > 0) {
       loops.push(
         startBatchLoop({

@@ -88,10 +88,12 @@ export interface DispatcherDeps {
 /**
  * What one pass did and saw: `more` when its batch was full (more may be ready); the resources its
  * claim found full (see `FullResources`) and whether due ready steps stayed behind (see
- * `FreedSlots`; a step whose publication failed is behind too).
+ * `FreedSlots`; a step whose publication failed is behind too); whether it admitted P0 work.
  */
 export interface DispatchPass extends AdmissionPassOutcome {
   readonly more: boolean;
+  /** It admitted a P0 step (whose wait the urgent-wait guard then watches). */
+  readonly admittedUrgent: boolean;
 }
 
 /** Claims and publishes one batch. */
@@ -113,7 +115,7 @@ export async function dispatchBatch(deps: DispatcherDeps): Promise<DispatchPass>
     },
     () => deps.db.transaction((tx) => claimAdmission(tx, deps.batchSize, admission)),
   );
-  if (claimed.length === 0) return { more: false, full, leftBehind };
+  if (claimed.length === 0) return { more: false, full, leftBehind, admittedUrgent: false };
   const results = await Promise.allSettled(claimed.map((step) => publish(deps, step)));
   const published: PublishedDispatch[] = [];
   const failed: Array<{ stepId: number; dispatch: number }> = [];
@@ -142,6 +144,7 @@ export async function dispatchBatch(deps: DispatcherDeps): Promise<DispatchPass>
     more: claimed.length === deps.batchSize && failed.length === 0,
     full,
     leftBehind: leftBehind || failed.length > 0,
+    admittedUrgent: claimed.some((step) => step.priority === 0),
   };
 }
 

@@ -490,6 +490,42 @@ describe('the urgent reserve', () => {
     await finish(more);
   });
 
+  it('widens to everything above the urgent-wait guard’s cap, for the capped resource only', async () => {
+    const resource = 'gov:guarded';
+    await setResourceLimit(handle.db, resource, 10);
+    const guarded: AdmissionSettings = {
+      ...settings,
+      urgentReserve: 0.1,
+      lowerPriorityCaps: { [resource]: 4, 'gov:elsewhere': 1 },
+    };
+    const here = (claimed: readonly ClaimedStep[]) =>
+      claimed.filter((c) => c.resource === resource);
+    const p3 = await makeSteps(resource, 'acme', 3, 8);
+    const first = here(await claim(20, guarded));
+    assert.deepEqual(
+      countBy(first, (c) => `P${c.priority}`),
+      { P3: 4 },
+      'P3 up to the cap',
+    );
+    const lock = await handle.db.transaction((tx) => lockAdmission(tx, guarded));
+    assert.ok(lock.full.includes(resource), 'for P1–P3 the resource is full at the cap');
+    const p0 = await makeSteps(resource, 'globex', 0, 7);
+    const second = here(await claim(20, guarded));
+    assert.deepEqual(
+      countBy(second, (c) => `P${c.priority}`),
+      { P0: 6 },
+      'P0 still takes every slot of the limit',
+    );
+    await finish([...first, ...second].map((c) => c.id));
+    const third = here(await claim(20, { ...guarded, lowerPriorityCaps: { 'gov:elsewhere': 1 } }));
+    assert.deepEqual(
+      countBy(third, (c) => `P${c.priority}`),
+      { P0: 1, P3: 4 },
+      'another resource’s cap leaves this one to its share: the P0 and all four P3',
+    );
+    await finish([...p3, ...p0]);
+  });
+
   it('keeps nothing of a limit too small for the share', async () => {
     const resource = 'gov:urgent-small';
     await setResourceLimit(handle.db, resource, 4);

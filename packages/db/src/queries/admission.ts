@@ -50,16 +50,31 @@ export interface ResourceLimits {
   readonly resourceLimits?: Readonly<Record<string, number>>;
   /** The urgent reserve: share of each limit only P0 may take (see `AdmissionSettings`). */
   readonly urgentReserve?: number;
+  /**
+   * The urgent-wait guard's caps (see `AdmissionSettings.lowerPriorityCaps`): steps in flight, by
+   * resource, above which no P1–P3 step is admitted.
+   */
+  readonly lowerPriorityCaps?: Readonly<Record<string, number>>;
 }
 
 /**
- * The slots of the urgent reserve of a resource whose limit is the SQL expression `maxInFlight`:
- * its share of the limit, at most half, rounded down (the executors' `urgentReserveSlots` rounds
- * the same way; keep the two in step).
+ * The slots of the urgent reserve of the resource named by the SQL expression `resource`, whose
+ * limit is `maxInFlight`: its share of the limit, at most half, rounded down (the executors'
+ * `urgentReserveSlots` rounds the same way; keep the two in step) — or, where the urgent-wait
+ * guard caps the resource's lower priorities, everything above the cap, when that is more.
  */
-export function urgentSlotsOf(maxInFlight: SQL, limits: ResourceLimits): SQL {
+export function urgentSlotsOf(maxInFlight: SQL, resource: SQL, limits: ResourceLimits): SQL {
   const share = Math.min(0.5, Math.max(0, limits.urgentReserve ?? 0));
-  return sql`floor(${maxInFlight} * ${share}::numeric)`;
+  const shareSlots = sql`floor(${maxInFlight} * ${share}::numeric)`;
+  if (!hasLowerPriorityCaps(limits)) return shareSlots;
+  const caps = JSON.stringify(limits.lowerPriorityCaps);
+  return sql`greatest(${shareSlots},
+    ${maxInFlight} - coalesce((${caps}::jsonb ->> ${resource})::int, ${maxInFlight}))`;
+}
+
+/** Whether the urgent-wait guard caps any resource's lower priorities now. */
+export function hasLowerPriorityCaps(limits: ResourceLimits): boolean {
+  return Object.keys(limits.lowerPriorityCaps ?? {}).length > 0;
 }
 
 /**
@@ -97,7 +112,7 @@ export interface AdmissionLock {
  * The room seen here is a first look, from before the locks (this statement's snapshot), that
  * spares the claim when every resource with work is full — the usual state of a backlog, where each
  * created task would otherwise cost a claim that admits nothing. "Full" counts the urgent reserve
- * unless a P0 step is ready; tenant caps and throttles are left to the claim, which counts again
+ * (widened by the urgent-wait guard's cap) unless a P0 step is ready; tenant caps and throttles are left to the claim, which counts again
  * under the locks. A resource wrongly seen full had a step finish just now, and the wake-up of that
  * step's result brings the dispatcher back.
  */
@@ -136,7 +151,7 @@ export async function lockAdmission(
                      where p.status = 'ready' and p.resource = d.resource and p.priority = 0
                        and p.due_at <= now())
                    then 0
-                   else ${urgentSlotsOf(sql`l.max_in_flight`, limits)}
+                   else ${urgentSlotsOf(sql`l.max_in_flight`, sql`d.resource`, limits)}
                  end as has_room
       from ready_resources d
       cross join lateral (select ${resourceLimitOf(sql`d.resource`, limits)} as max_in_flight) l

@@ -12,6 +12,7 @@ import type { TaskRecord } from './tasks.js';
 import {
   ANY_RESOURCE,
   DEFAULT_RESOURCE_LIMIT,
+  hasLowerPriorityCaps,
   heldAdmissionLocks,
   holdsAdmissionLock,
   lockAdmission,
@@ -66,6 +67,12 @@ export interface AdmissionSettings {
    * see `urgentReserveSlots`). Default none.
    */
   readonly urgentReserve?: number;
+  /**
+   * The urgent-wait guard's caps, by resource: while a resource's P0 steps wait longer than their
+   * target, P1–P3 steps are admitted there only while fewer steps than the cap are in flight
+   * (P0 may still take every slot). It widens the urgent reserve to everything above the cap.
+   */
+  readonly lowerPriorityCaps?: Readonly<Record<string, number>>;
 }
 
 /** Share of a resource's limit a throttled priority leaves free unless configured. */
@@ -207,7 +214,7 @@ export function claimReadyStepsStatement(
   // Slots a step must leave free: P1–P3 the urgent reserve; a throttled priority the throttle
   // reserve (rounded up, but always one slot for it); the larger of the two when both apply.
   const urgent = Math.min(0.5, Math.max(0, admission.urgentReserve ?? 0));
-  const urgentSlots = sql`case when x.priority > 0 then ${urgentSlotsOf(sql`x.max_in_flight`, admission)} else 0 end`;
+  const urgentSlots = sql`case when x.priority > 0 then ${urgentSlotsOf(sql`x.max_in_flight`, sql`x.resource`, admission)} else 0 end`;
   const throttleSlots =
     throttled.length === 0
       ? sql`0`
@@ -216,7 +223,7 @@ export function claimReadyStepsStatement(
           sql`, `,
         )}) then least(ceil(x.max_in_flight * ${reserve}::numeric), x.max_in_flight - 1) else 0 end`;
   const outsideReserves =
-    throttled.length === 0 && urgent === 0
+    throttled.length === 0 && urgent === 0 && !hasLowerPriorityCaps(admission)
       ? sql`true`
       : sql`x.resource_rank <= x.room - greatest(${urgentSlots}, ${throttleSlots})`;
   const effective =

@@ -1,0 +1,85 @@
+/**
+ * What the scheduler's urgent-wait guard reads: how long P0 steps waited from due to started, and
+ * how many steps each resource has in flight (what its cap is set from when P0 waits too long).
+ */
+import { sql } from 'drizzle-orm';
+import type { Executor } from '../client.js';
+
+/** One P0 step's wait: from its due time to the start of the transaction that started it. */
+export interface UrgentWait {
+  readonly resource: string;
+  readonly waitMs: number;
+}
+
+/** One reading (see {@link readUrgentWaits}). */
+export interface UrgentWaitReading {
+  /** The waits of the P0 steps started after the previous reading's cursor. */
+  readonly waits: readonly UrgentWait[];
+  /** Steps dispatched or running, by resource (a resource with none is left out). */
+  readonly inFlight: Readonly<Record<string, number>>;
+  /**
+   * Where the next reading starts: the latest start seen, in Postgres's clock and precision (so no
+   * start is counted twice and no clock but the database's is compared).
+   */
+  readonly cursor: string;
+}
+
+/**
+ * Reads the P0 starts since `cursor` (without one: of the last `firstWindowMs`) and the steps in
+ * flight. Two index range reads: P0 steps dispatched lately, steps in flight.
+ */
+export async function readUrgentWaits(
+  executor: Executor,
+  cursor: string | undefined,
+  firstWindowMs: number,
+): Promise<UrgentWaitReading> {
+  const since =
+    cursor === undefined
+      ? sql`now() - make_interval(secs => ${firstWindowMs / 1_000})`
+      : sql`${cursor}::timestamptz`;
+  const rows = await executor.execute<{
+    resource: string;
+    wait_ms: number | null;
+    in_flight: number | null;
+    cursor: string;
+  }>(sql`
+    with since as (select ${since} as at),
+    started as (
+      select s.resource, extract(epoch from s.started_at - s.due_at)::float8 * 1000 as wait_ms,
+        s.started_at
+      from task_steps s, since
+      where s.priority = 0
+        -- So the read is a range of the (priority, dispatched_at) index: a P0 step that took
+        -- longer than this from its dispatch to its start is not counted.
+        and s.dispatched_at > since.at - interval '1 minute'
+        and s.started_at > since.at
+    ),
+    in_flight as (
+      select s.resource, count(*)::int as n
+      from task_steps s
+      where s.status in ('dispatched', 'running')
+      group by s.resource
+    ),
+    next_cursor as (
+      select coalesce((select max(started_at) from started), (select at from since))::text as at
+    )
+    select started.resource, started.wait_ms, null::int as in_flight, next_cursor.at as cursor
+    from started, next_cursor
+    union all
+    select in_flight.resource, null, in_flight.n, next_cursor.at
+    from in_flight, next_cursor
+    union all
+    select null, null, null, next_cursor.at
+    from next_cursor
+  `);
+  const waits: UrgentWait[] = [];
+  const inFlight: Record<string, number> = {};
+  for (const row of rows) {
+    if (row.wait_ms !== null) waits.push({ resource: row.resource, waitMs: Number(row.wait_ms) });
+    else if (row.in_flight !== null) inFlight[row.resource] = row.in_flight;
+  }
+  // Every row carries the cursor, and the last one is always there (for a reading that found nothing).
+  const next = rows[0]?.cursor;
+  if (next === undefined) throw new Error('the urgent-wait reading returned no cursor');
+  return { waits, inFlight, cursor: next };
+}

@@ -1,0 +1,103 @@
+/**
+ * The urgent-wait guard's control: when P0 waits exceed the target it caps the lower priorities of
+ * that resource (a cut scaled by the overshoot, once per drain), raises the cap while waits are
+ * within the target, and lifts it when P0 work stops. Time is passed in; nothing sleeps.
+ */
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { MIN_CAP, UrgentWaitGuard, type GuardReading } from './urgent-wait-guard.js';
+
+const TARGET_MS = 50;
+
+function reading(waits: Record<string, number[]>, inFlight: Record<string, number>): GuardReading {
+  return {
+    waits: Object.entries(waits).flatMap(([resource, list]) =>
+      list.map((waitMs) => ({ resource, waitMs })),
+    ),
+    inFlight,
+  };
+}
+
+/** Ten waits whose 90th percentile is `p90` (nine at a tenth of it). */
+function waitsAt(p90: number): number[] {
+  return [...Array.from({ length: 8 }, () => p90 / 10), p90, p90 * 10];
+}
+
+describe('the urgent-wait guard', () => {
+  it('leaves lower priorities alone while P0 waits are within the target', () => {
+    const guard = new UrgentWaitGuard({ targetMs: TARGET_MS });
+    assert.deepEqual(guard.assess(reading({ llm: waitsAt(TARGET_MS) }, { llm: 60 }), 0), []);
+    assert.deepEqual(guard.caps(), {});
+  });
+
+  it('cuts by how far the wait overshoots, between a quarter and three quarters of what is in flight', () => {
+    const guard = new UrgentWaitGuard({ targetMs: TARGET_MS });
+    const [cut] = guard.assess(reading({ llm: waitsAt(100) }, { llm: 60 }), 0);
+    assert.deepEqual(cut, { resource: 'llm', cap: 30, waitMs: 100 }, '60 × 50/100');
+    assert.deepEqual(guard.caps(), { llm: 30 });
+
+    const far = new UrgentWaitGuard({ targetMs: TARGET_MS });
+    far.assess(reading({ llm: waitsAt(1_000) }, { llm: 60 }), 0);
+    assert.deepEqual(far.caps(), { llm: 15 }, 'at most down to a quarter');
+
+    const near = new UrgentWaitGuard({ targetMs: TARGET_MS });
+    near.assess(reading({ llm: waitsAt(55) }, { llm: 60 }), 0);
+    assert.deepEqual(near.caps(), { llm: 45 }, 'at least down to three quarters');
+  });
+
+  it('does not cut again until the steps in flight came down to the cap', () => {
+    const guard = new UrgentWaitGuard({ targetMs: TARGET_MS });
+    guard.assess(reading({ llm: waitsAt(100) }, { llm: 60 }), 0);
+    assert.deepEqual(guard.assess(reading({ llm: waitsAt(100) }, { llm: 44 }), 250), []);
+    assert.deepEqual(guard.caps(), { llm: 30 }, 'the first cut has not taken effect yet');
+    guard.assess(reading({ llm: waitsAt(100) }, { llm: 30 }), 500);
+    assert.deepEqual(guard.caps(), { llm: 15 }, 'now it has: cut again, from the cap');
+  });
+
+  it('never caps below MIN_CAP, even with nothing in flight', () => {
+    const guard = new UrgentWaitGuard({ targetMs: TARGET_MS });
+    guard.assess(reading({ llm: waitsAt(400) }, {}), 0);
+    assert.deepEqual(guard.caps(), { llm: MIN_CAP });
+  });
+
+  it('raises the cap by an eighth (at least one step) while waits are within the target', () => {
+    const guard = new UrgentWaitGuard({ targetMs: TARGET_MS });
+    guard.assess(reading({ llm: waitsAt(1_000) }, { llm: 64 }), 0);
+    assert.deepEqual(guard.caps(), { llm: 16 });
+    const [raised] = guard.assess(reading({ llm: waitsAt(20) }, { llm: 16 }), 250);
+    assert.deepEqual(raised, { resource: 'llm', cap: 18, waitMs: 20 });
+    guard.assess(reading({ llm: waitsAt(20) }, { llm: 18 }), 500);
+    assert.deepEqual(guard.caps(), { llm: 20 });
+    const small = new UrgentWaitGuard({ targetMs: TARGET_MS });
+    small.assess(reading({ llm: waitsAt(400) }, { llm: 4 }), 0);
+    small.assess(reading({ llm: waitsAt(10) }, { llm: 2 }), 250);
+    assert.deepEqual(small.caps(), { llm: MIN_CAP + 1 });
+  });
+
+  it('keeps the cap through a short lull and lifts it once P0 work has stopped', () => {
+    const guard = new UrgentWaitGuard({ targetMs: TARGET_MS, releaseAfterMs: 1_000 });
+    guard.assess(reading({ llm: waitsAt(100) }, { llm: 60 }), 0);
+    assert.deepEqual(guard.assess(reading({}, { llm: 30 }), 999), [], 'no start for under 1 s');
+    assert.deepEqual(guard.caps(), { llm: 30 });
+    assert.deepEqual(guard.assess(reading({}, { llm: 30 }), 1_000), [
+      { resource: 'llm', cap: undefined },
+    ]);
+    assert.deepEqual(guard.caps(), {});
+  });
+
+  it('caps each resource by its own P0 waits', () => {
+    const guard = new UrgentWaitGuard({ targetMs: TARGET_MS });
+    guard.assess(reading({ llm: waitsAt(100), browser: waitsAt(10) }, { llm: 40, browser: 8 }), 0);
+    assert.deepEqual(guard.caps(), { llm: 20 });
+  });
+
+  it('watches for a while after a P0 step was admitted, and as long as a cap is in place', () => {
+    const guard = new UrgentWaitGuard({ targetMs: TARGET_MS, watchForMs: 2_000 });
+    assert.equal(guard.watching(0), false, 'no P0 work seen');
+    guard.urgentClaimed(1_000);
+    assert.equal(guard.watching(2_999), true);
+    assert.equal(guard.watching(3_000), false);
+    guard.assess(reading({ llm: waitsAt(100) }, { llm: 10 }), 3_000);
+    assert.equal(guard.watching(10_000), true, 'a cap must be lifted by a reading');
+  });
+});

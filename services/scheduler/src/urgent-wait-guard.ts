@@ -1,0 +1,155 @@
+/**
+ * The urgent-wait guard keeps P0's wait bounded under a flood of lower-priority work (ARCHITECTURE
+ * invariant 6): while a resource's P0 steps wait longer than a target from due to started, it caps
+ * the steps that resource may have in flight before a P1–P3 step is admitted there. P0 may still
+ * take every slot of the limit.
+ *
+ * The urgent reserve keeps slots for P0, but a slot is not all a step needs: every step of a flood
+ * also takes its turn in the scheduler's passes, the executor's group writes, Postgres and the
+ * machine's CPU, and a P0 step queues behind them at each hop. On the benchmark's two cores a
+ * backlog of P3 put P0's p50 wait at 65–86 ms against 7–24 idle, and capping the flood's slots
+ * brought it down (a fixed cap of 16 and of 8 of 64: 61 and 43 ms) at the cost of the flood's
+ * rate. The cap is adaptive, so the flood keeps what P0 can spare:
+ *
+ * - A reading (the scheduler reads every `READ_INTERVAL_MS` while P0 work is about) gives each
+ *   resource's P0 waits since the last one; the guard takes their 90th percentile.
+ * - Above the target, the cap becomes a share of the steps in flight: target ÷ wait, between a
+ *   quarter and three quarters (at least {@link MIN_CAP}) — a multiplicative decrease scaled by
+ *   how far the wait overshoots (as Envoy's adaptive concurrency scales by minRTT ÷ sample), so a
+ *   flood's first minute does not pass in small cuts. At most once until the steps in flight have
+ *   come down to the cap: a lower cap only takes effect as steps finish, and cutting again before
+ *   then overshoots.
+ * - At or below the target, the cap grows by an eighth (at least one step): additive increase.
+ * - When the resource has had no P0 start for `releaseAfterMs`, the cap is lifted.
+ *
+ * A pure state machine: time comes in as arguments; the scheduler reads Postgres and applies the
+ * caps to its claims (`AdmissionSettings.lowerPriorityCaps`).
+ */
+import type { UrgentWaitReading } from '@sluice/db';
+
+/** The lowest cap: two steps in flight, so lower priorities move even beside a P0 step. */
+export const MIN_CAP = 2;
+/** How often the scheduler reads the waits while the guard watches. */
+export const READ_INTERVAL_MS = 250;
+/** The bounds of a cut: the cap becomes this share of the steps in flight, at least and at most. */
+const DECREASE = { least: 0.25, most: 0.75 } as const;
+const INCREASE = 1 / 8;
+const WAIT_QUANTILE = 0.9;
+
+export interface UrgentWaitGuardOptions {
+  /** The P0 wait (due → started, ms) above which lower priorities are capped. */
+  readonly targetMs: number;
+  /** No P0 start in a resource for this long lifts its cap (default 1 s). */
+  readonly releaseAfterMs?: number;
+  /** How long after the last admitted P0 step the guard keeps reading (default 2 s). */
+  readonly watchForMs?: number;
+}
+
+/** A cap set, changed or lifted (`cap` undefined) by a reading. */
+export interface CapChange {
+  readonly resource: string;
+  readonly cap: number | undefined;
+  /** The 90th percentile of the P0 waits that moved it (none when a quiet spell lifted it). */
+  readonly waitMs?: number;
+}
+
+/** What a reading needs of {@link UrgentWaitReading}: the waits and the steps in flight. */
+export type GuardReading = Pick<UrgentWaitReading, 'waits' | 'inFlight'>;
+
+export class UrgentWaitGuard {
+  readonly #targetMs: number;
+  readonly #releaseAfterMs: number;
+  readonly #watchForMs: number;
+  readonly #caps = new Map<string, number>();
+  /** Resources whose last cut has not taken effect yet (more in flight than the cap). */
+  readonly #draining = new Set<string>();
+  readonly #lastUrgentStartMs = new Map<string, number>();
+  #lastUrgentClaimMs = Number.NEGATIVE_INFINITY;
+  #capsView: Readonly<Record<string, number>> = {};
+
+  constructor(options: UrgentWaitGuardOptions) {
+    this.#targetMs = options.targetMs;
+    this.#releaseAfterMs = options.releaseAfterMs ?? 1_000;
+    this.#watchForMs = options.watchForMs ?? 2_000;
+  }
+
+  /** The dispatcher admitted a P0 step: its start will tell how long it waited. */
+  urgentClaimed(nowMs: number): void {
+    this.#lastUrgentClaimMs = nowMs;
+  }
+
+  /** Whether to read the waits now: P0 work was admitted lately, or a cap is in place. */
+  watching(nowMs: number): boolean {
+    return this.#caps.size > 0 || nowMs - this.#lastUrgentClaimMs < this.#watchForMs;
+  }
+
+  /** The caps in place, by resource (the same object until one changes). */
+  caps(): Readonly<Record<string, number>> {
+    return this.#capsView;
+  }
+
+  /** Moves the caps on by one reading; returns what changed. */
+  assess(reading: GuardReading, nowMs: number): CapChange[] {
+    const waitsByResource = new Map<string, number[]>();
+    for (const { resource, waitMs } of reading.waits) {
+      const waits = waitsByResource.get(resource) ?? [];
+      waits.push(waitMs);
+      waitsByResource.set(resource, waits);
+    }
+    const changes: CapChange[] = [];
+    const resources = new Set([...waitsByResource.keys(), ...this.#caps.keys()]);
+    for (const resource of resources) {
+      const inFlight = reading.inFlight[resource] ?? 0;
+      const waits = waitsByResource.get(resource);
+      const change =
+        waits === undefined
+          ? this.#quiet(resource, nowMs)
+          : this.#waited(resource, quantile(waits, WAIT_QUANTILE), inFlight, nowMs);
+      if (change) changes.push(change);
+    }
+    if (changes.length > 0) this.#capsView = Object.fromEntries(this.#caps);
+    return changes;
+  }
+
+  #waited(
+    resource: string,
+    waitMs: number,
+    inFlight: number,
+    nowMs: number,
+  ): CapChange | undefined {
+    this.#lastUrgentStartMs.set(resource, nowMs);
+    const cap = this.#caps.get(resource);
+    if (cap !== undefined && this.#draining.has(resource) && inFlight <= cap) {
+      this.#draining.delete(resource);
+    }
+    let next: number;
+    if (waitMs > this.#targetMs) {
+      if (this.#draining.has(resource)) return undefined;
+      const share = Math.min(DECREASE.most, Math.max(DECREASE.least, this.#targetMs / waitMs));
+      next = Math.max(MIN_CAP, Math.floor(Math.min(cap ?? inFlight, inFlight) * share));
+      if (inFlight > next) this.#draining.add(resource);
+    } else {
+      if (cap === undefined) return undefined;
+      next = cap + Math.max(1, Math.floor(cap * INCREASE));
+    }
+    if (next === cap) return undefined;
+    this.#caps.set(resource, next);
+    return { resource, cap: next, waitMs };
+  }
+
+  #quiet(resource: string, nowMs: number): CapChange | undefined {
+    const last = this.#lastUrgentStartMs.get(resource) ?? Number.NEGATIVE_INFINITY;
+    if (!this.#caps.has(resource) || nowMs - last < this.#releaseAfterMs) return undefined;
+    this.#caps.delete(resource);
+    this.#draining.delete(resource);
+    this.#lastUrgentStartMs.delete(resource);
+    return { resource, cap: undefined };
+  }
+}
+
+/** The nearest-rank quantile of a non-empty list. */
+function quantile(values: readonly number[], q: number): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  const rank = Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1));
+  return sorted[rank] as number;
+}
