@@ -171,7 +171,7 @@ export {
 } from './queries/table-statistics.js';
 export type { QueueTable } from './queries/table-statistics.js';
 export { readUrgentWaits } from './queries/urgent-waits.js';
-export type { UrgentWait, UrgentWaitReading } from './queries/urgent-waits.js';
+export type { InFlightByUrgency, UrgentWait, UrgentWaitReading } from './queries/urgent-waits.js';
 export type { AppendedEvent } from './queries/events.js';
 export {
   findTenant,

@@ -128,7 +128,7 @@ export const METRIC_DEFINITIONS = {
   },
   urgentGuardCap: {
     name: 'sluice_urgent_guard_cap',
-    help: 'Steps in flight above which a resource admits no P1–P3 step while its P0 steps wait longer than the target (the urgent-wait guard); absent when not capped.',
+    help: 'P1–P3 steps a resource may have in flight while its P0 steps wait longer than the target (the urgent-wait guard); absent when not capped.',
     labelNames: ['resource'],
   },
   admissionHeld: {

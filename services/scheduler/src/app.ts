@@ -186,7 +186,9 @@ export async function startScheduler(
         : undefined;
     const admissionSettings = (): AdmissionSettings => {
       const settings = admission.settings();
-      return urgentGuard ? { ...settings, lowerPriorityCaps: urgentGuard.caps() } : settings;
+      return urgentGuard
+        ? { ...settings, lowerPriorityCaps: urgentGuard.admissionCaps() }
+        : settings;
     };
     const fullResources = new FullResources();
     const freedSlots = new FreedSlots();

@@ -9,12 +9,23 @@ import { MIN_CAP, UrgentWaitGuard, type GuardReading } from './urgent-wait-guard
 
 const TARGET_MS = 50;
 
-function reading(waits: Record<string, number[]>, inFlight: Record<string, number>): GuardReading {
+/** A reading: P0 waits and P1–P3 steps in flight by resource, and P0 steps in flight if any. */
+function reading(
+  waits: Record<string, number[]>,
+  lowerInFlight: Record<string, number>,
+  urgentInFlight: Record<string, number> = {},
+): GuardReading {
+  const resources = new Set([...Object.keys(lowerInFlight), ...Object.keys(urgentInFlight)]);
   return {
     waits: Object.entries(waits).flatMap(([resource, list]) =>
       list.map((waitMs) => ({ resource, waitMs })),
     ),
-    inFlight,
+    inFlight: Object.fromEntries(
+      [...resources].map((resource) => [
+        resource,
+        { urgent: urgentInFlight[resource] ?? 0, lower: lowerInFlight[resource] ?? 0 },
+      ]),
+    ),
   };
 }
 
@@ -28,6 +39,7 @@ describe('the urgent-wait guard', () => {
     const guard = new UrgentWaitGuard({ targetMs: TARGET_MS });
     assert.deepEqual(guard.assess(reading({ llm: waitsAt(TARGET_MS) }, { llm: 60 }), 0), []);
     assert.deepEqual(guard.caps(), {});
+    assert.deepEqual(guard.admissionCaps(), {});
   });
 
   it('cuts by how far the wait overshoots, between a quarter and three quarters of what is in flight', () => {
@@ -83,6 +95,19 @@ describe('the urgent-wait guard', () => {
       { resource: 'llm', cap: undefined },
     ]);
     assert.deepEqual(guard.caps(), {});
+    assert.deepEqual(guard.admissionCaps(), {});
+  });
+
+  it('lets a claim count the P0 steps in flight on top of the cap', () => {
+    const guard = new UrgentWaitGuard({ targetMs: TARGET_MS });
+    guard.assess(reading({ llm: waitsAt(100) }, { llm: 40 }, { llm: 5 }), 0);
+    assert.deepEqual(guard.caps(), { llm: 20 }, 'from the P1–P3 steps in flight');
+    assert.deepEqual(guard.admissionCaps(), { llm: 25 }, 'P0 in flight does not eat the cap');
+    const before = guard.admissionCaps();
+    guard.assess(reading({}, { llm: 30 }, { llm: 5 }), 250);
+    assert.equal(guard.admissionCaps(), before, 'unchanged: the same object');
+    guard.assess(reading({}, { llm: 30 }, { llm: 9 }), 500);
+    assert.deepEqual(guard.admissionCaps(), { llm: 29 });
   });
 
   it('caps each resource by its own P0 waits', () => {

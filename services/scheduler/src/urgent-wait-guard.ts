@@ -1,8 +1,9 @@
 /**
  * The urgent-wait guard keeps P0's wait bounded under a flood of lower-priority work (ARCHITECTURE
  * invariant 6): while a resource's P0 steps wait longer than a target from due to started, it caps
- * the steps that resource may have in flight before a P1–P3 step is admitted there. P0 may still
- * take every slot of the limit.
+ * the P1–P3 steps that resource may have in flight. P0 may still take every slot of the limit, and
+ * the cap never falls below {@link MIN_CAP}, so lower priorities keep moving beside any number of
+ * P0 steps.
  *
  * The urgent reserve keeps slots for P0, but a slot is not all a step needs: every step of a flood
  * also takes its turn in the scheduler's passes, the executor's group writes, Postgres and the
@@ -11,23 +12,25 @@
  * brought it down (a fixed cap of 16 and of 8 of 64: 61 and 43 ms) at the cost of the flood's
  * rate. The cap is adaptive, so the flood keeps what P0 can spare:
  *
- * - A reading (the scheduler reads every `READ_INTERVAL_MS` while P0 work is about) gives each
- *   resource's P0 waits since the last one; the guard takes their 90th percentile.
- * - Above the target, the cap becomes a share of the steps in flight: target ÷ wait, between a
- *   quarter and three quarters (at least {@link MIN_CAP}) — a multiplicative decrease scaled by
+ * - A reading (the scheduler reads every {@link READ_INTERVAL_MS} while P0 work is about) gives
+ *   each resource's P0 waits since the last one; the guard takes their 90th percentile.
+ * - Above the target, the cap becomes a share of the P1–P3 steps in flight: target ÷ wait, between
+ *   a quarter and three quarters (at least {@link MIN_CAP}) — a multiplicative decrease scaled by
  *   how far the wait overshoots (as Envoy's adaptive concurrency scales by minRTT ÷ sample), so a
- *   flood's first minute does not pass in small cuts. At most once until the steps in flight have
- *   come down to the cap: a lower cap only takes effect as steps finish, and cutting again before
- *   then overshoots.
+ *   flood is cut down in a few readings rather than many. At most once until the steps in flight
+ *   have come down to the cap: a lower cap only takes effect as steps finish, and cutting again
+ *   before then overshoots.
  * - At or below the target, the cap grows by an eighth (at least one step): additive increase.
  * - When the resource has had no P0 start for `releaseAfterMs`, the cap is lifted.
  *
  * A pure state machine: time comes in as arguments; the scheduler reads Postgres and applies the
- * caps to its claims (`AdmissionSettings.lowerPriorityCaps`).
+ * caps to its claims. A claim caps the steps of every priority in flight before it admits a P1–P3
+ * step (`AdmissionSettings.lowerPriorityCaps`), so {@link UrgentWaitGuard.admissionCaps} adds the
+ * P0 steps in flight at the last reading to each cap.
  */
 import type { UrgentWaitReading } from '@sluice/db';
 
-/** The lowest cap: two steps in flight, so lower priorities move even beside a P0 step. */
+/** The lowest cap: two P1–P3 steps in flight, so the guard never starves lower priorities. */
 export const MIN_CAP = 2;
 /** How often the scheduler reads the waits while the guard watches. */
 export const READ_INTERVAL_MS = 250;
@@ -45,7 +48,7 @@ export interface UrgentWaitGuardOptions {
   readonly watchForMs?: number;
 }
 
-/** A cap set, changed or lifted (`cap` undefined) by a reading. */
+/** A cap of P1–P3 steps in flight set, changed or lifted (`cap` undefined) by a reading. */
 export interface CapChange {
   readonly resource: string;
   readonly cap: number | undefined;
@@ -60,12 +63,15 @@ export class UrgentWaitGuard {
   readonly #targetMs: number;
   readonly #releaseAfterMs: number;
   readonly #watchForMs: number;
+  /** P1–P3 steps in flight allowed, by resource. */
   readonly #caps = new Map<string, number>();
+  /** P0 steps in flight at the last reading, by capped resource. */
+  readonly #urgentInFlight = new Map<string, number>();
   /** Resources whose last cut has not taken effect yet (more in flight than the cap). */
   readonly #draining = new Set<string>();
   readonly #lastUrgentStartMs = new Map<string, number>();
   #lastUrgentClaimMs = Number.NEGATIVE_INFINITY;
-  #capsView: Readonly<Record<string, number>> = {};
+  #admissionView: Readonly<Record<string, number>> = {};
 
   constructor(options: UrgentWaitGuardOptions) {
     this.#targetMs = options.targetMs;
@@ -83,9 +89,18 @@ export class UrgentWaitGuard {
     return this.#caps.size > 0 || nowMs - this.#lastUrgentClaimMs < this.#watchForMs;
   }
 
-  /** The caps in place, by resource (the same object until one changes). */
+  /** The caps of P1–P3 steps in flight, by resource. */
   caps(): Readonly<Record<string, number>> {
-    return this.#capsView;
+    return Object.fromEntries(this.#caps);
+  }
+
+  /**
+   * The caps as a claim takes them — steps in flight of any priority, above which no P1–P3 step
+   * is admitted: each cap plus the P0 steps in flight at the last reading. The same object until a
+   * reading changes it.
+   */
+  admissionCaps(): Readonly<Record<string, number>> {
+    return this.#admissionView;
   }
 
   /** Moves the caps on by one reading; returns what changed. */
@@ -97,37 +112,50 @@ export class UrgentWaitGuard {
       waitsByResource.set(resource, waits);
     }
     const changes: CapChange[] = [];
+    let urgentMoved = false;
     const resources = new Set([...waitsByResource.keys(), ...this.#caps.keys()]);
     for (const resource of resources) {
-      const inFlight = reading.inFlight[resource] ?? 0;
+      const { urgent, lower } = reading.inFlight[resource] ?? { urgent: 0, lower: 0 };
       const waits = waitsByResource.get(resource);
       const change =
         waits === undefined
           ? this.#quiet(resource, nowMs)
-          : this.#waited(resource, quantile(waits, WAIT_QUANTILE), inFlight, nowMs);
+          : this.#waited(resource, quantile(waits, WAIT_QUANTILE), lower, nowMs);
       if (change) changes.push(change);
+      if (this.#caps.has(resource) && this.#urgentInFlight.get(resource) !== urgent) {
+        this.#urgentInFlight.set(resource, urgent);
+        urgentMoved = true;
+      }
     }
-    if (changes.length > 0) this.#capsView = Object.fromEntries(this.#caps);
+    if (changes.length > 0 || urgentMoved) {
+      this.#admissionView = Object.fromEntries(
+        [...this.#caps].map(([resource, cap]) => [
+          resource,
+          cap + (this.#urgentInFlight.get(resource) ?? 0),
+        ]),
+      );
+    }
     return changes;
   }
 
   #waited(
     resource: string,
     waitMs: number,
-    inFlight: number,
+    lowerInFlight: number,
     nowMs: number,
   ): CapChange | undefined {
     this.#lastUrgentStartMs.set(resource, nowMs);
     const cap = this.#caps.get(resource);
-    if (cap !== undefined && this.#draining.has(resource) && inFlight <= cap) {
+    if (cap !== undefined && this.#draining.has(resource) && lowerInFlight <= cap) {
       this.#draining.delete(resource);
     }
     let next: number;
     if (waitMs > this.#targetMs) {
       if (this.#draining.has(resource)) return undefined;
       const share = Math.min(DECREASE.most, Math.max(DECREASE.least, this.#targetMs / waitMs));
-      next = Math.max(MIN_CAP, Math.floor(Math.min(cap ?? inFlight, inFlight) * share));
-      if (inFlight > next) this.#draining.add(resource);
+      const from = Math.min(cap ?? lowerInFlight, lowerInFlight);
+      next = Math.max(MIN_CAP, Math.floor(from * share));
+      if (lowerInFlight > next) this.#draining.add(resource);
     } else {
       if (cap === undefined) return undefined;
       next = cap + Math.max(1, Math.floor(cap * INCREASE));
@@ -141,6 +169,7 @@ export class UrgentWaitGuard {
     const last = this.#lastUrgentStartMs.get(resource) ?? Number.NEGATIVE_INFINITY;
     if (!this.#caps.has(resource) || nowMs - last < this.#releaseAfterMs) return undefined;
     this.#caps.delete(resource);
+    this.#urgentInFlight.delete(resource);
     this.#draining.delete(resource);
     this.#lastUrgentStartMs.delete(resource);
     return { resource, cap: undefined };

@@ -78,7 +78,10 @@ describe('the urgent-wait reading', () => {
       .map((w) => `${w.resource} ${Math.round(w.waitMs)}`)
       .sort((a, b) => a.localeCompare(b));
     assert.deepEqual(waits, ['browser 10', 'llm 120', 'llm 30']);
-    assert.deepEqual(second.inFlight, { llm: 5, browser: 1 });
+    assert.deepEqual(second.inFlight, {
+      llm: { urgent: 3, lower: 2 },
+      browser: { urgent: 1, lower: 0 },
+    });
 
     const third = await readUrgentWaits(fixture.handle.db, second.cursor, 1_000);
     assert.deepEqual(third.waits, [], 'nothing started since: no start is counted twice');

@@ -11,12 +11,18 @@ export interface UrgentWait {
   readonly waitMs: number;
 }
 
+/** Steps in flight in one resource: P0, and P1–P3. */
+export interface InFlightByUrgency {
+  readonly urgent: number;
+  readonly lower: number;
+}
+
 /** One reading (see {@link readUrgentWaits}). */
 export interface UrgentWaitReading {
   /** The waits of the P0 steps started after the previous reading's cursor. */
   readonly waits: readonly UrgentWait[];
   /** Steps dispatched or running, by resource (a resource with none is left out). */
-  readonly inFlight: Readonly<Record<string, number>>;
+  readonly inFlight: Readonly<Record<string, InFlightByUrgency>>;
   /**
    * Where the next reading starts: the latest start seen, in Postgres's clock and precision (so no
    * start is counted twice and no clock but the database's is compared).
@@ -40,7 +46,8 @@ export async function readUrgentWaits(
   const rows = await executor.execute<{
     resource: string;
     wait_ms: number | null;
-    in_flight: number | null;
+    urgent: number | null;
+    lower: number | null;
     cursor: string;
   }>(sql`
     with since as (select ${since} as at),
@@ -55,7 +62,8 @@ export async function readUrgentWaits(
         and s.started_at > since.at
     ),
     in_flight as (
-      select s.resource, count(*)::int as n
+      select s.resource, (count(*) filter (where s.priority = 0))::int as urgent,
+        (count(*) filter (where s.priority > 0))::int as lower
       from task_steps s
       where s.status in ('dispatched', 'running')
       group by s.resource
@@ -63,20 +71,23 @@ export async function readUrgentWaits(
     next_cursor as (
       select coalesce((select max(started_at) from started), (select at from since))::text as at
     )
-    select started.resource, started.wait_ms, null::int as in_flight, next_cursor.at as cursor
+    select started.resource, started.wait_ms, null::int as urgent, null::int as lower,
+      next_cursor.at as cursor
     from started, next_cursor
     union all
-    select in_flight.resource, null, in_flight.n, next_cursor.at
+    select in_flight.resource, null, in_flight.urgent, in_flight.lower, next_cursor.at
     from in_flight, next_cursor
     union all
-    select null, null, null, next_cursor.at
+    select null, null, null, null, next_cursor.at
     from next_cursor
   `);
   const waits: UrgentWait[] = [];
-  const inFlight: Record<string, number> = {};
+  const inFlight: Record<string, InFlightByUrgency> = {};
   for (const row of rows) {
     if (row.wait_ms !== null) waits.push({ resource: row.resource, waitMs: Number(row.wait_ms) });
-    else if (row.in_flight !== null) inFlight[row.resource] = row.in_flight;
+    else if (row.urgent !== null && row.lower !== null) {
+      inFlight[row.resource] = { urgent: row.urgent, lower: row.lower };
+    }
   }
   // Every row carries the cursor, and the last one is always there (for a reading that found nothing).
   const next = rows[0]?.cursor;
