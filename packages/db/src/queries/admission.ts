@@ -112,9 +112,9 @@ export interface AdmissionLock {
  * The room seen here is a first look, from before the locks (this statement's snapshot), that
  * spares the claim when every resource with work is full — the usual state of a backlog, where each
  * created task would otherwise cost a claim that admits nothing. "Full" counts the urgent reserve
- * (widened by the urgent-wait guard's cap) unless a P0 step is ready; tenant caps and throttles are left to the claim, which counts again
- * under the locks. A resource wrongly seen full had a step finish just now, and the wake-up of that
- * step's result brings the dispatcher back.
+ * (widened by the urgent-wait guard's cap) unless a P0 step is ready; tenant caps and throttles
+ * are left to the claim, which counts again under the locks. A resource wrongly seen full had a
+ * step finish just now, and the wake-up of that step's result brings the dispatcher back.
  */
 export async function lockAdmission(
   tx: Transaction,
