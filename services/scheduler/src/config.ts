@@ -37,11 +37,11 @@ export const SCHEDULER_ENV = {
   /** Percent of each resource's limit a priority the governor throttles leaves free. */
   SLUICE_THROTTLE_RESERVE_PERCENT: intVar(25, 0, 100),
   /**
-   * The urgent-wait guard's target: while the 90th percentile of a resource's P0 waits (due →
-   * started) is above this many ms, fewer P1–P3 steps are admitted there (urgent-wait-guard.ts);
-   * 0 turns the guard off.
+   * The urgent-wait guard's target: while the 90th percentile of a resource's P0 waits from
+   * dispatch to start is above this many ms, fewer P1–P3 steps are admitted there
+   * (urgent-wait-guard.ts); 0 turns the guard off.
    */
-  SLUICE_URGENT_WAIT_TARGET_MS: intVar(50, 0, 3_600_000),
+  SLUICE_URGENT_WAIT_TARGET_MS: intVar(30, 0, 3_600_000),
   /**
    * How long the event relay lets events gather after a wake-up before it publishes a batch: under
    * load, one batch (a read, a mark, a commit) per this interval instead of one per committed

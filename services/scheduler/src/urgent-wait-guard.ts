@@ -1,9 +1,10 @@
 /**
  * The urgent-wait guard keeps P0's wait bounded under a flood of lower-priority work (ARCHITECTURE
- * invariant 6): while a resource's P0 steps wait longer than a target from due to started, it caps
- * the P1–P3 steps that resource may have in flight. P0 may still take every slot of the limit, and
- * the cap never falls below {@link MIN_CAP}, so lower priorities keep moving beside any number of
- * P0 steps.
+ * invariant 6): while a resource's P0 steps take longer than a target from dispatch to start (the
+ * part of their wait that the work ahead of them in the pipeline lengthens; see `UrgentWait`), it
+ * caps the P1–P3 steps that resource may have in flight. P0 may still take every slot of the
+ * limit, and the cap never falls below {@link MIN_CAP}, so lower priorities keep moving beside any
+ * number of P0 steps.
  *
  * The urgent reserve keeps slots for P0, but a slot is not all a step needs: every step of a flood
  * also takes its turn in the scheduler's passes, the executor's group writes, Postgres and the
@@ -40,7 +41,7 @@ const INCREASE = 1 / 8;
 const WAIT_QUANTILE = 0.9;
 
 export interface UrgentWaitGuardOptions {
-  /** The P0 wait (due → started, ms) above which lower priorities are capped. */
+  /** The P0 wait (dispatched → started, ms) above which lower priorities are capped. */
   readonly targetMs: number;
   /** No P0 start in a resource for this long lifts its cap (default 1 s). */
   readonly releaseAfterMs?: number;

@@ -33,7 +33,7 @@ after(async () => {
   await fixture?.close();
 });
 
-/** A running step of `llm` that started now, due `waitedMs` before. */
+/** A running step of `llm` that started now, dispatched `waitedMs` before (and due before that). */
 async function startedStep(priority: 0 | 3, waitedMs: number): Promise<void> {
   const { task } = await createTask(fixture.handle.db, {
     tenantId: 'acme',
@@ -43,7 +43,8 @@ async function startedStep(priority: 0 | 3, waitedMs: number): Promise<void> {
   });
   await fixture.handle.sql`
     update task_steps set status = 'running', dispatch_count = 1, started_at = now(),
-      dispatched_at = now(), due_at = now() - make_interval(secs => ${waitedMs / 1_000})
+      dispatched_at = now() - make_interval(secs => ${waitedMs / 1_000}),
+      due_at = now() - make_interval(secs => ${waitedMs / 1_000 + 1})
     where task_id = ${task.id}
   `;
 }

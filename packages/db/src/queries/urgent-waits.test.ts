@@ -1,5 +1,5 @@
 /**
- * What the urgent-wait guard reads: the waits (due → started) of the P0 steps started since the
+ * What the urgent-wait guard reads: the waits (dispatched → started) of the P0 steps started since the
  * cursor, each once, and the steps in flight by resource. A database of its own, so that no other
  * test's steps count.
  */
@@ -33,8 +33,8 @@ after(async () => {
 });
 
 /**
- * A step of `resource` at `priority` that is running: due `waitedMs` before its start, which is
- * `startedAgoMs` ago (or, with `status` 'dispatched', not started).
+ * A step of `resource` at `priority` that is running: dispatched `waitedMs` before its start, which
+ * is `startedAgoMs` ago, and due a second before that (or, with `status` 'dispatched', not started).
  */
 async function makeStep(
   resource: string,
@@ -54,8 +54,8 @@ async function makeStep(
     update task_steps set resource = ${resource}, status = ${running ? 'running' : 'dispatched'},
       dispatch_count = 1,
       started_at = case when ${running} then now() - make_interval(secs => ${startedAgo}) end,
-      dispatched_at = now() - make_interval(secs => ${startedAgo + waited / 2}),
-      due_at = now() - make_interval(secs => ${startedAgo + waited})
+      dispatched_at = now() - make_interval(secs => ${startedAgo + waited}),
+      due_at = now() - make_interval(secs => ${startedAgo + waited + 1})
     where task_id = ${task.id}
   `);
 }

@@ -1,11 +1,16 @@
 /**
- * What the scheduler's urgent-wait guard reads: how long P0 steps waited from due to started, and
+ * What the scheduler's urgent-wait guard reads: how long P0 steps took from dispatch to start, and
  * how many steps each resource has in flight (what its cap is set from when P0 waits too long).
  */
 import { sql } from 'drizzle-orm';
 import type { Executor } from '../client.js';
 
-/** One P0 step's wait: from its due time to the start of the transaction that started it. */
+/**
+ * One P0 step's wait from its dispatch (the claim transaction's start) to its start (the start
+ * transaction's): the part of its wait that only the work ahead of it in the pipeline lengthens.
+ * Before its dispatch a step may also wait for reasons of its own — its tenant's cap, a hold, an
+ * open breaker, a limit full of P0 work — which capping other priorities would not shorten.
+ */
 export interface UrgentWait {
   readonly resource: string;
   readonly waitMs: number;
@@ -52,7 +57,7 @@ export async function readUrgentWaits(
   }>(sql`
     with since as (select ${since} as at),
     started as (
-      select s.resource, extract(epoch from s.started_at - s.due_at)::float8 * 1000 as wait_ms,
+      select s.resource, extract(epoch from s.started_at - s.dispatched_at)::float8 * 1000 as wait_ms,
         s.started_at
       from task_steps s, since
       where s.priority = 0
