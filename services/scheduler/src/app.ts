@@ -218,7 +218,7 @@ export async function startScheduler(
           throw error;
         }
         fullResources.seen(pass.full);
-        if (pass.admittedUrgent) urgentGuard?.urgentClaimed(Date.now());
+        if (pass.admittedUrgent) urgentGuard?.urgentWorkSeen(Date.now());
         return freedSlots.passEnded(pass) || pass.more;
       },
     });
@@ -310,6 +310,7 @@ export async function startScheduler(
       nc.subscribe(catalog.subjects.wake('dispatch'), {
         callback: (error, message) => {
           const step = error ? undefined : readyStepOf(message.subject, message.data, logger);
+          if (step?.priority === 0) urgentGuard?.urgentWorkSeen(Date.now());
           if (step === undefined || !fullResources.admitsNothingFor(step)) dispatcher.wake();
           failFast.wake();
         },

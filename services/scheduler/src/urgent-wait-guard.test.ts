@@ -116,10 +116,10 @@ describe('the urgent-wait guard', () => {
     assert.deepEqual(guard.caps(), { llm: 20 });
   });
 
-  it('watches for a while after a P0 step was admitted, and as long as a cap is in place', () => {
+  it('watches for a while after P0 work was seen, and as long as a cap is in place', () => {
     const guard = new UrgentWaitGuard({ targetMs: TARGET_MS, watchForMs: 2_000 });
     assert.equal(guard.watching(0), false, 'no P0 work seen');
-    guard.urgentClaimed(1_000);
+    guard.urgentWorkSeen(1_000);
     assert.equal(guard.watching(2_999), true);
     assert.equal(guard.watching(3_000), false);
     guard.assess(reading({ llm: waitsAt(100) }, { llm: 10 }), 3_000);

@@ -45,7 +45,7 @@ export interface UrgentWaitGuardOptions {
   readonly targetMs: number;
   /** No P0 start in a resource for this long lifts its cap (default 1 s). */
   readonly releaseAfterMs?: number;
-  /** How long after the last admitted P0 step the guard keeps reading (default 2 s). */
+  /** How long after P0 work was last seen the guard keeps reading (default 2 s). */
   readonly watchForMs?: number;
 }
 
@@ -80,12 +80,16 @@ export class UrgentWaitGuard {
     this.#watchForMs = options.watchForMs ?? 2_000;
   }
 
-  /** The dispatcher admitted a P0 step: its start will tell how long it waited. */
-  urgentClaimed(nowMs: number): void {
+  /**
+   * P0 work is about: this replica admitted a P0 step, or a created task announced one as ready
+   * (every replica hears that, so each applies the caps to its own claims). Its start will tell
+   * how long it waited.
+   */
+  urgentWorkSeen(nowMs: number): void {
     this.#lastUrgentClaimMs = nowMs;
   }
 
-  /** Whether to read the waits now: P0 work was admitted lately, or a cap is in place. */
+  /** Whether to read the waits now: P0 work was seen lately, or a cap is in place. */
   watching(nowMs: number): boolean {
     return this.#caps.size > 0 || nowMs - this.#lastUrgentClaimMs < this.#watchForMs;
   }

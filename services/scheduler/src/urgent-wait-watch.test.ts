@@ -63,7 +63,7 @@ describe('the urgent-wait watch', () => {
     const metrics = createMetrics();
     const guard = new UrgentWaitGuard({ targetMs: 50, releaseAfterMs: 300, watchForMs: 60_000 });
     let wakeUps = 0;
-    guard.urgentClaimed(Date.now());
+    guard.urgentWorkSeen(Date.now());
     const watch = startUrgentWaitWatch({
       db: fixture.handle.db,
       guard,
