@@ -1,5 +1,13 @@
 import { spawn, spawnSync } from 'node:child_process';
-import { accessSync, constants, readdirSync, readFileSync, rmSync } from 'node:fs';
+import {
+  accessSync,
+  constants,
+  readdirSync,
+  readFileSync,
+  readlinkSync,
+  realpathSync,
+  rmSync,
+} from 'node:fs';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import path from 'node:path';
@@ -217,7 +225,22 @@ class PrivateCluster implements PostgresServer {
   /** The postmaster's pid while it is alive, from the first line of postmaster.pid. */
   #postmasterPid(): number | undefined {
     const pid = this.#lockFilePid();
-    return pid !== undefined && isAlive(pid) ? pid : undefined;
+    return pid !== undefined && this.#isOurPostmaster(pid) ? pid : undefined;
+  }
+
+  /**
+   * Whether `pid` is this cluster's live postmaster. A lock file left by a killed postmaster names
+   * a pid the system hands out again (pid_max is 32,768 here, and a long test run wraps it): the
+   * process living under it now may be anything — once it was the machine's nats-server, which
+   * `kill()` then killed. A postmaster works in its data directory, so its cwd tells it apart.
+   */
+  #isOurPostmaster(pid: number): boolean {
+    if (!isAlive(pid)) return false;
+    try {
+      return readlinkSync(`/proc/${pid}/cwd`) === realpathSync(this.dataDir);
+    } catch {
+      return false; // exited meanwhile, or not ours to look into
+    }
   }
 
   #lockFilePid(): number | undefined {
@@ -236,7 +259,7 @@ class PrivateCluster implements PostgresServer {
       .map((f) => path.join(this.#baseDir, f));
     for (const file of [path.join(this.dataDir, 'postmaster.pid'), ...socketLocks]) {
       const pid = lockFileOwner(file);
-      if (pid !== undefined && !isAlive(pid)) rmSync(file, { force: true });
+      if (pid !== undefined && !this.#isOurPostmaster(pid)) rmSync(file, { force: true });
     }
   }
 
