@@ -48,11 +48,9 @@ export async function readUrgentWaits(
     cursor === undefined
       ? sql`now() - make_interval(secs => ${firstWindowMs / 1_000})`
       : sql`${cursor}::timestamptz`;
-  const rows = await executor.execute<{
-    resource: string;
-    wait_ms: number | null;
-    urgent: number | null;
-    lower: number | null;
+  const [row] = await executor.execute<{
+    waits: UrgentWait[];
+    in_flight: Record<string, InFlightByUrgency>;
     cursor: string;
   }>(sql`
     with since as (select ${since} as at),
@@ -72,30 +70,15 @@ export async function readUrgentWaits(
       from task_steps s
       where s.status in ('dispatched', 'running')
       group by s.resource
-    ),
-    next_cursor as (
-      select coalesce((select max(started_at) from started), (select at from since))::text as at
     )
-    select started.resource, started.wait_ms, null::int as urgent, null::int as lower,
-      next_cursor.at as cursor
-    from started, next_cursor
-    union all
-    select in_flight.resource, null, in_flight.urgent, in_flight.lower, next_cursor.at
-    from in_flight, next_cursor
-    union all
-    select null, null, null, null, next_cursor.at
-    from next_cursor
+    select
+      coalesce((select jsonb_agg(jsonb_build_object('resource', resource, 'waitMs', wait_ms))
+                from started), '[]'::jsonb) as waits,
+      coalesce((select jsonb_object_agg(resource,
+                  jsonb_build_object('urgent', urgent, 'lower', lower))
+                from in_flight), '{}'::jsonb) as in_flight,
+      coalesce((select max(started_at) from started), (select at from since))::text as cursor
   `);
-  const waits: UrgentWait[] = [];
-  const inFlight: Record<string, InFlightByUrgency> = {};
-  for (const row of rows) {
-    if (row.wait_ms !== null) waits.push({ resource: row.resource, waitMs: Number(row.wait_ms) });
-    else if (row.urgent !== null && row.lower !== null) {
-      inFlight[row.resource] = { urgent: row.urgent, lower: row.lower };
-    }
-  }
-  // Every row carries the cursor, and the last one is always there (for a reading that found nothing).
-  const next = rows[0]?.cursor;
-  if (next === undefined) throw new Error('the urgent-wait reading returned no cursor');
-  return { waits, inFlight, cursor: next };
+  if (row === undefined) throw new Error('the urgent-wait reading returned no row');
+  return { waits: row.waits, inFlight: row.in_flight, cursor: row.cursor };
 }
