@@ -45,7 +45,11 @@ describe('the urgent-wait guard', () => {
   it('cuts by how far the wait overshoots, between a quarter and three quarters of what is in flight', () => {
     const guard = new UrgentWaitGuard({ targetMs: TARGET_MS });
     const [cut] = guard.assess(reading({ llm: waitsAt(100) }, { llm: 60 }), 0);
-    assert.deepEqual(cut, { resource: 'llm', cap: 30, waitMs: 100 }, '60 × 50/100');
+    assert.deepEqual(
+      cut,
+      { resource: 'llm', cap: 30, previous: undefined, waitMs: 100 },
+      '60 × 50/100',
+    );
     assert.deepEqual(guard.caps(), { llm: 30 });
 
     const far = new UrgentWaitGuard({ targetMs: TARGET_MS });
@@ -77,7 +81,7 @@ describe('the urgent-wait guard', () => {
     guard.assess(reading({ llm: waitsAt(1_000) }, { llm: 64 }), 0);
     assert.deepEqual(guard.caps(), { llm: 16 });
     const [raised] = guard.assess(reading({ llm: waitsAt(20) }, { llm: 16 }), 250);
-    assert.deepEqual(raised, { resource: 'llm', cap: 18, waitMs: 20 });
+    assert.deepEqual(raised, { resource: 'llm', cap: 18, previous: 16, waitMs: 20 });
     guard.assess(reading({ llm: waitsAt(20) }, { llm: 18 }), 500);
     assert.deepEqual(guard.caps(), { llm: 20 });
     const small = new UrgentWaitGuard({ targetMs: TARGET_MS });
@@ -92,7 +96,7 @@ describe('the urgent-wait guard', () => {
     assert.deepEqual(guard.assess(reading({}, { llm: 30 }), 999), [], 'no start for under 1 s');
     assert.deepEqual(guard.caps(), { llm: 30 });
     assert.deepEqual(guard.assess(reading({}, { llm: 30 }), 1_000), [
-      { resource: 'llm', cap: undefined },
+      { resource: 'llm', cap: undefined, previous: 30 },
     ]);
     assert.deepEqual(guard.caps(), {});
     assert.deepEqual(guard.admissionCaps(), {});

@@ -53,6 +53,8 @@ export interface UrgentWaitGuardOptions {
 export interface CapChange {
   readonly resource: string;
   readonly cap: number | undefined;
+  /** The cap before (undefined: there was none). */
+  readonly previous: number | undefined;
   /** The 90th percentile of the P0 waits that moved it (none when a quiet spell lifted it). */
   readonly waitMs?: number;
 }
@@ -167,17 +169,18 @@ export class UrgentWaitGuard {
     }
     if (next === cap) return undefined;
     this.#caps.set(resource, next);
-    return { resource, cap: next, waitMs };
+    return { resource, cap: next, previous: cap, waitMs };
   }
 
   #quiet(resource: string, nowMs: number): CapChange | undefined {
     const last = this.#lastUrgentStartMs.get(resource) ?? Number.NEGATIVE_INFINITY;
-    if (!this.#caps.has(resource) || nowMs - last < this.#releaseAfterMs) return undefined;
+    const previous = this.#caps.get(resource);
+    if (previous === undefined || nowMs - last < this.#releaseAfterMs) return undefined;
     this.#caps.delete(resource);
     this.#urgentInFlight.delete(resource);
     this.#draining.delete(resource);
     this.#lastUrgentStartMs.delete(resource);
-    return { resource, cap: undefined };
+    return { resource, cap: undefined, previous };
   }
 }
 

@@ -34,10 +34,9 @@ export function startUrgentWaitWatch(deps: UrgentWaitWatchDeps): BatchLoop {
       }
       const reading = await readUrgentWaits(deps.db, cursor, READ_INTERVAL_MS);
       cursor = reading.cursor;
-      const before = guard.caps();
       let raised = false;
       for (const change of guard.assess(reading, Date.now())) {
-        const previous = before[change.resource];
+        const { previous } = change;
         if (change.cap === undefined) {
           metrics.urgentGuardCap.remove({ resource: change.resource });
           log.info({ resource: change.resource }, 'P0 work has stopped; lower priorities uncapped');
