@@ -12,6 +12,7 @@ import path from 'node:path';
 import { PrepareError, step } from './lib/log.mjs';
 import { runForwardingSignals } from './lib/process.mjs';
 import { localBin, repoRoot } from './lib/repo.mjs';
+import { serversOf, watchServers } from './lib/server-watch.mjs';
 import { runPrepared } from './lib/session.mjs';
 import { dropRunDatabases } from './lib/test-databases.mjs';
 
@@ -22,6 +23,13 @@ const CHECKS = [
   ['format', 'prettier', ['--check', '.']],
   ['proto lint', 'buf', ['lint']],
 ];
+
+/**
+ * The longest a single test may run (the runner fails it then, and the rest go on): a hung test
+ * must not take the whole CI budget. The slowest test, the benchmark smoke run, allows itself 9
+ * minutes.
+ */
+const TEST_TIMEOUT_MS = 15 * 60_000;
 
 /** Where test files live, relative to the repository root ("*" is one directory level). */
 const TEST_ROOTS = ['packages/*/src', 'services/*/src', 'test', 'bench/compare/src'];
@@ -54,12 +62,32 @@ await runPrepared({ needTestTools: true }, async ({ env, interrupted }) => {
   } else if (!interrupted()) {
     step(`tests: ${files.length} file${files.length === 1 ? '' : 's'} (run ${runId})`);
     // Node 20's --test does not expand globs, hence the explicit file list.
-    const args = ['--import', 'tsx', '--test', '--test-reporter=spec', ...files];
+    const args = [
+      '--import',
+      'tsx',
+      '--test',
+      '--test-reporter=spec',
+      `--test-timeout=${TEST_TIMEOUT_MS}`,
+      ...files,
+    ];
+    const lost = new AbortController();
+    const watch = watchServers(
+      serversOf({ natsUrl: env.NATS_URL, databaseUrl: env.DATABASE_URL }),
+      {
+        onLost: (reason) => {
+          step(`${reason}: stopping the tests, each of which would wait for it`);
+          lost.abort(reason);
+        },
+      },
+    );
     const status = await runForwardingSignals(process.execPath, args, {
       cwd: repoRoot,
       env: testEnv,
+      stopSignal: lost.signal,
     });
-    if (status !== 0) failed.push('tests');
+    watch.stop();
+    if (lost.signal.aborted) failed.push(`tests (${lost.signal.reason})`);
+    else if (status !== 0) failed.push('tests');
   }
   await dropRunDatabases(env.DATABASE_URL, runId);
 

@@ -54,6 +54,9 @@ export function findExecutable(name, extraDirs = []) {
 
 const FORWARDED_SIGNALS = ['SIGINT', 'SIGTERM', 'SIGHUP'];
 
+/** How long a stopped child's group has after SIGTERM before it is killed. */
+const KILL_AFTER_MS = 20_000;
+
 /**
  * Runs the command that does the real work (test runner, services), passing on termination signals.
  *
@@ -61,14 +64,18 @@ const FORWARDED_SIGNALS = ['SIGINT', 'SIGTERM', 'SIGHUP'];
  * reaches this script twice (from the terminal, and forwarded by `npm run`), and the child must see
  * it once, or a "second Ctrl-C means force" handler would skip the clean shutdown. Each signal is
  * sent to the child's whole group, as a terminal would, at most once per second.
+ *
+ * When `stopSignal` aborts, the group gets SIGTERM, and SIGKILL if it is still there
+ * {@link KILL_AFTER_MS} later.
  * @param {string} command
  * @param {string[]} args
- * @param {{ cwd?: string, env?: NodeJS.ProcessEnv }} options
+ * @param {{ cwd?: string, env?: NodeJS.ProcessEnv, stopSignal?: AbortSignal }} options
  * @returns {Promise<number>} the child's exit status
  */
 export function runForwardingSignals(command, args, options) {
+  const { stopSignal, ...spawnOptions } = options;
   return new Promise((resolve, reject) => {
-    const child = spawn(command, args, { ...options, stdio: 'inherit', detached: true });
+    const child = spawn(command, args, { ...spawnOptions, stdio: 'inherit', detached: true });
     const lastSent = new Map();
     const forward = (signal) => {
       const now = Date.now();
@@ -80,8 +87,25 @@ export function runForwardingSignals(command, args, options) {
         // The group is already gone; the exit handler below finishes up.
       }
     };
-    const detach = () => FORWARDED_SIGNALS.forEach((s) => process.off(s, forward));
+    let killTimer;
+    const stop = () => {
+      forward('SIGTERM');
+      killTimer = setTimeout(() => {
+        try {
+          process.kill(-child.pid, 'SIGKILL');
+        } catch {
+          // Gone already.
+        }
+      }, KILL_AFTER_MS);
+    };
+    const detach = () => {
+      FORWARDED_SIGNALS.forEach((s) => process.off(s, forward));
+      stopSignal?.removeEventListener('abort', stop);
+      clearTimeout(killTimer);
+    };
     FORWARDED_SIGNALS.forEach((s) => process.on(s, forward));
+    if (stopSignal?.aborted) stop();
+    else stopSignal?.addEventListener('abort', stop, { once: true });
     child.on('error', (error) => {
       detach();
       reject(error.code === 'ENOENT' ? new PrepareError(`command not found: ${command}`) : error);

@@ -1,0 +1,16 @@
+/** Types of server-watch.mjs, for the TypeScript tests that use it. */
+
+/** A server the watch probes. */
+export interface WatchedServer {
+  /** E.g. `NATS at 127.0.0.1:4222`. */
+  readonly name: string;
+  /** Resolves when the server answers, rejects otherwise. */
+  probe(): Promise<unknown>;
+}
+
+export function watchServers(
+  servers: readonly WatchedServer[],
+  options: { onLost: (reason: string) => void; intervalMs?: number; graceMs?: number },
+): { stop(): void };
+
+export function serversOf(urls: { natsUrl?: string; databaseUrl?: string }): WatchedServer[];
