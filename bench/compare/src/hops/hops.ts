@@ -1,0 +1,250 @@
+/**
+ * The single hops a task's path is made of, timed on this machine with nothing else in them: a
+ * gRPC call, a Postgres round trip, a Postgres commit, a NATS message, a JetStream publish with its
+ * ack and a JetStream delivery. Each is timed idle (one at a time, a gap apart, as an idle stack
+ * meets it: every hop wakes a sleeping process) and busy (back to back). paths.ts adds them up into
+ * the floor of a path, such as Sluice's create → handler start.
+ */
+import { fork, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { once } from 'node:events';
+import { fileURLToPath } from 'node:url';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { credentials, makeGenericClientConstructor, type Client } from '@grpc/grpc-js';
+import {
+  AckPolicy,
+  jetstream,
+  jetstreamManager,
+  StorageType,
+  type ConsumerMessages,
+} from '@nats-io/jetstream';
+import type { NatsConnection } from '@nats-io/transport-node';
+import postgres from 'postgres';
+import { closeNats, connectNats } from '@sluice/bus';
+import { natsUrl } from '@sluice/bus/testing';
+import { createTestDatabase, type TestDatabase } from '@sluice/db/testing';
+import { epochNow, summarize, type LatencySummary } from '../latency.js';
+import { ECHO_SERVICE } from './grpc-echo.js';
+
+export const HOP_NAMES = [
+  'grpc',
+  'pg-read',
+  'pg-commit',
+  'nats',
+  'jetstream-publish',
+  'jetstream-delivery',
+] as const;
+export type HopName = (typeof HOP_NAMES)[number];
+
+/** What each hop times. */
+export const HOP_DESCRIPTIONS: Readonly<Record<HopName, string>> = {
+  grpc: 'grpc-js unary call to another process, 200 bytes each way (round trip)',
+  'pg-read': 'Postgres `select 1` (round trip)',
+  'pg-commit': 'Postgres one-row insert that commits on its own (round trip, WAL flushed)',
+  nats: 'core NATS publish → subscriber on another connection (one way)',
+  'jetstream-publish': 'JetStream publish with ack, file stream (round trip)',
+  'jetstream-delivery': 'JetStream publish → a waiting pull consumer has it (one way)',
+};
+
+/** Bytes of each payload (a small request, like a task's create). */
+const PAYLOAD_BYTES = 200;
+/** Passes run and dropped before each timing, so connections and statements are warm. */
+const WARM_UP_PASSES = 5;
+
+/** A hop that is set up: `pass` runs it once and resolves with its milliseconds. */
+interface OpenHop {
+  pass(): Promise<number>;
+  close(): Promise<void>;
+}
+
+export interface HopFigures {
+  readonly name: HopName;
+  /** One at a time, `idleGapMs` apart. */
+  readonly idle: LatencySummary;
+  /** Back to back. */
+  readonly busy: LatencySummary;
+}
+
+export interface MeasureHopsOptions {
+  /** Timed passes of each hop, idle and again busy. */
+  readonly count: number;
+  /** Pause before each idle pass. */
+  readonly idleGapMs: number;
+  readonly hops?: readonly HopName[];
+  /** Told when a hop starts (progress). */
+  readonly onHop?: (name: HopName) => void;
+}
+
+export async function measureHops(options: MeasureHopsOptions): Promise<HopFigures[]> {
+  const figures: HopFigures[] = [];
+  for (const name of options.hops ?? HOP_NAMES) {
+    options.onHop?.(name);
+    const hop = await OPENERS[name]();
+    try {
+      for (let i = 0; i < WARM_UP_PASSES; i += 1) await hop.pass();
+      const idle: number[] = [];
+      for (let i = 0; i < options.count; i += 1) {
+        await sleep(options.idleGapMs);
+        idle.push(await hop.pass());
+      }
+      const busy: number[] = [];
+      for (let i = 0; i < options.count; i += 1) busy.push(await hop.pass());
+      figures.push({ name, idle: summaryOf(name, idle), busy: summaryOf(name, busy) });
+    } finally {
+      await hop.close();
+    }
+  }
+  return figures;
+}
+
+function summaryOf(name: HopName, samples: number[]): LatencySummary {
+  const summary = summarize(samples);
+  if (!summary) throw new Error(`hop ${name}: no samples (count must be at least 1)`);
+  return summary;
+}
+
+/** Times `work` from now to when it resolves. */
+async function timed(work: () => Promise<unknown>): Promise<number> {
+  const start = epochNow();
+  await work();
+  return epochNow() - start;
+}
+
+const OPENERS: Readonly<Record<HopName, () => Promise<OpenHop>>> = {
+  grpc: openGrpcHop,
+  'pg-read': () => openPostgresHop((sql) => sql`select 1`),
+  'pg-commit': () => openPostgresHop((sql) => sql`insert into hops (payload) values (${PAYLOAD})`),
+  nats: openNatsHop,
+  'jetstream-publish': () => openJetStreamHop('publish'),
+  'jetstream-delivery': () => openJetStreamHop('delivery'),
+};
+
+const PAYLOAD = 'x'.repeat(PAYLOAD_BYTES);
+
+/** The echo method as the generic client exposes it. */
+interface EchoMethod {
+  echo(request: Buffer, callback: (error: Error | null) => void): void;
+}
+
+async function openGrpcHop(): Promise<OpenHop> {
+  const serverFile = fileURLToPath(new URL('./grpc-echo-server.ts', import.meta.url));
+  const server: ChildProcess = fork(serverFile, [], {
+    execArgv: ['--import', 'tsx'],
+    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+  });
+  const exited = once(server, 'exit');
+  const [message] = (await Promise.race([
+    once(server, 'message'),
+    exited.then(([code]) => {
+      throw new Error(`the gRPC echo server exited (${String(code)}) before it listened`);
+    }),
+  ])) as [{ port: number }];
+  const EchoClient = makeGenericClientConstructor(ECHO_SERVICE, 'Echo');
+  const client = new EchoClient(
+    `127.0.0.1:${message.port}`,
+    credentials.createInsecure(),
+  ) as unknown as Client & EchoMethod;
+  const request = Buffer.from(PAYLOAD);
+  const echo = (): Promise<void> =>
+    new Promise((resolve, reject) => {
+      client.echo(request, (error) => (error ? reject(error) : resolve()));
+    });
+  return {
+    pass: () => timed(echo),
+    async close() {
+      client.close();
+      server.kill();
+      await exited;
+    },
+  };
+}
+
+async function openPostgresHop(
+  statement: (sql: postgres.Sql) => Promise<unknown>,
+): Promise<OpenHop> {
+  const database: TestDatabase = await createTestDatabase();
+  const sql = postgres(database.url, { max: 1, onnotice: () => undefined });
+  await sql`create table hops (id bigint generated always as identity primary key, payload text)`;
+  return {
+    pass: () => timed(() => statement(sql)),
+    async close() {
+      await sql.end();
+      await database.drop();
+    },
+  };
+}
+
+async function openNatsHop(): Promise<OpenHop> {
+  const token = randomBytes(4).toString('hex');
+  const subject = `bench.hops.${token}`;
+  const sender = await connectNats({ url: natsUrl(), name: `bench-hops-send-${token}` });
+  const receiver = await connectNats({ url: natsUrl(), name: `bench-hops-receive-${token}` });
+  let arrived: (() => void) | undefined;
+  receiver.subscribe(subject, { callback: () => arrived?.() });
+  // The subscription reaches the server before the first publish.
+  await receiver.flush();
+  const payload = Buffer.from(PAYLOAD);
+  return {
+    pass: () =>
+      timed(
+        () =>
+          new Promise<void>((resolve) => {
+            arrived = resolve;
+            sender.publish(subject, payload);
+          }),
+      ),
+    async close() {
+      await closeNats(sender);
+      await closeNats(receiver);
+    },
+  };
+}
+
+async function openJetStreamHop(kind: 'publish' | 'delivery'): Promise<OpenHop> {
+  const token = randomBytes(4).toString('hex');
+  const stream = `BENCH_HOPS_${token}`;
+  const subject = `bench.hops.${token}`;
+  const nc: NatsConnection = await connectNats({ url: natsUrl(), name: `bench-hops-${token}` });
+  const jsm = await jetstreamManager(nc);
+  await jsm.streams.add({ name: stream, subjects: [subject], storage: StorageType.File });
+  const js = jetstream(nc);
+  const payload = Buffer.from(PAYLOAD);
+  if (kind === 'publish') {
+    return {
+      pass: () => timed(() => js.publish(subject, payload)),
+      close: () => removeStream(nc, stream),
+    };
+  }
+  // Delivery: a durable pull consumer with a pull waiting, as an idle executor has one.
+  await jsm.consumers.add(stream, { durable_name: 'hops', ack_policy: AckPolicy.None });
+  const consumer = await js.consumers.get(stream, 'hops');
+  const messages: ConsumerMessages = await consumer.consume({ max_messages: 1, expires: 5_000 });
+  let arrived: (() => void) | undefined;
+  const reading = (async () => {
+    for await (const message of messages) {
+      void message;
+      arrived?.();
+    }
+  })();
+  return {
+    pass: () =>
+      timed(
+        () =>
+          new Promise<void>((resolve, reject) => {
+            arrived = resolve;
+            js.publish(subject, payload).catch(reject);
+          }),
+      ),
+    async close() {
+      await messages.close();
+      await reading;
+      await removeStream(nc, stream);
+    },
+  };
+}
+
+async function removeStream(nc: NatsConnection, stream: string): Promise<void> {
+  const jsm = await jetstreamManager(nc);
+  await jsm.streams.delete(stream);
+  await closeNats(nc);
+}
