@@ -21,6 +21,8 @@ test('every hop is timed idle and busy, and the report gives each path its floor
     assert.equal(hop.idle.count, 3, hop.name);
     assert.equal(hop.busy.count, 3, hop.name);
     assert.ok(hop.idle.min > 0 && hop.busy.min > 0, `${hop.name}: every pass takes some time`);
+    // This process always spends some CPU on a pass; the far side's ticks may not show in 30.
+    assert.ok(hop.cpu.clientMs > 0 && hop.cpu.serverMs >= 0, `${hop.name}: CPU counted`);
   }
   const report = renderHops(figures, await compareMachine(), { count: 3, idleGapMs: 1 });
   assert.match(report, /\*\*Sluice now: [^*]+\*\*: floor \d+\.\d ms/);

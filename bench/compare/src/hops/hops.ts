@@ -23,7 +23,9 @@ import postgres from 'postgres';
 import { closeNats, connectNats } from '@sluice/bus';
 import { natsUrl } from '@sluice/bus/testing';
 import { createTestDatabase, type TestDatabase } from '@sluice/db/testing';
+import { readProcess } from '../footprint-sampler.js';
 import { epochNow, summarize, type LatencySummary } from '../latency.js';
+import { machineNatsServer } from '../systems/footprint-processes.js';
 import { ECHO_SERVICE } from './grpc-echo.js';
 
 export const HOP_NAMES = [
@@ -51,10 +53,26 @@ const PAYLOAD_BYTES = 200;
 /** Passes run and dropped before each timing, so connections and statements are warm. */
 const WARM_UP_PASSES = 5;
 
+/**
+ * Back-to-back passes whose CPU time is read, per timed pass: /proc counts CPU in clock ticks (10
+ * ms), so a hop of a few tenths of a millisecond needs thousands of passes to be counted well.
+ */
+const CPU_PASSES_PER_TIMED_PASS = 10;
+
 /** A hop that is set up: `pass` runs it once and resolves with its milliseconds. */
 interface OpenHop {
   pass(): Promise<number>;
+  /** The processes on the hop's far side (the gRPC server, the Postgres backend, nats-server). */
+  readonly serverPids: readonly number[];
   close(): Promise<void>;
+}
+
+/** CPU time of one pass (busy), on each side. */
+export interface HopCpu {
+  /** This process: the client's side (both ends of a NATS message). */
+  readonly clientMs: number;
+  /** The far side's processes (see {@link OpenHop.serverPids}). */
+  readonly serverMs: number;
 }
 
 export interface HopFigures {
@@ -63,6 +81,7 @@ export interface HopFigures {
   readonly idle: LatencySummary;
   /** Back to back. */
   readonly busy: LatencySummary;
+  readonly cpu: HopCpu;
 }
 
 export interface MeasureHopsOptions {
@@ -89,12 +108,27 @@ export async function measureHops(options: MeasureHopsOptions): Promise<HopFigur
       }
       const busy: number[] = [];
       for (let i = 0; i < options.count; i += 1) busy.push(await hop.pass());
-      figures.push({ name, idle: summaryOf(name, idle), busy: summaryOf(name, busy) });
+      const cpu = await cpuPerPass(hop, options.count * CPU_PASSES_PER_TIMED_PASS);
+      figures.push({ name, idle: summaryOf(name, idle), busy: summaryOf(name, busy), cpu });
     } finally {
       await hop.close();
     }
   }
   return figures;
+}
+
+async function cpuPerPass(hop: OpenHop, passes: number): Promise<HopCpu> {
+  const serverSeconds = () =>
+    hop.serverPids.reduce((sum, pid) => sum + (readProcess(pid)?.cpuSeconds ?? 0), 0);
+  const serverBefore = serverSeconds();
+  const clientBefore = process.cpuUsage();
+  for (let i = 0; i < passes; i += 1) await hop.pass();
+  const client = process.cpuUsage(clientBefore);
+  const serverAfter = serverSeconds();
+  return {
+    clientMs: (client.user + client.system) / 1_000 / passes,
+    serverMs: ((serverAfter - serverBefore) * 1_000) / passes,
+  };
 }
 
 function summaryOf(name: HopName, samples: number[]): LatencySummary {
@@ -151,6 +185,7 @@ async function openGrpcHop(): Promise<OpenHop> {
     });
   return {
     pass: () => timed(echo),
+    serverPids: server.pid === undefined ? [] : [server.pid],
     async close() {
       client.close();
       server.kill();
@@ -165,8 +200,10 @@ async function openPostgresHop(
   const database: TestDatabase = await createTestDatabase();
   const sql = postgres(database.url, { max: 1, onnotice: () => undefined });
   await sql`create table hops (id bigint generated always as identity primary key, payload text)`;
+  const [backend] = await sql<{ pid: number }[]>`select pg_backend_pid() as pid`;
   return {
     pass: () => timed(() => statement(sql)),
+    serverPids: backend === undefined ? [] : [backend.pid],
     async close() {
       await sql.end();
       await database.drop();
@@ -184,6 +221,7 @@ async function openNatsHop(): Promise<OpenHop> {
   // The subscription reaches the server before the first publish.
   await receiver.flush();
   const payload = Buffer.from(PAYLOAD);
+  const serverPids = await natsServerPids();
   return {
     pass: () =>
       timed(
@@ -193,6 +231,7 @@ async function openNatsHop(): Promise<OpenHop> {
             sender.publish(subject, payload);
           }),
       ),
+    serverPids,
     async close() {
       await closeNats(sender);
       await closeNats(receiver);
@@ -209,9 +248,11 @@ async function openJetStreamHop(kind: 'publish' | 'delivery'): Promise<OpenHop> 
   await jsm.streams.add({ name: stream, subjects: [subject], storage: StorageType.File });
   const js = jetstream(nc);
   const payload = Buffer.from(PAYLOAD);
+  const serverPids = await natsServerPids();
   if (kind === 'publish') {
     return {
       pass: () => timed(() => js.publish(subject, payload)),
+      serverPids,
       close: () => removeStream(nc, stream),
     };
   }
@@ -235,12 +276,18 @@ async function openJetStreamHop(kind: 'publish' | 'delivery'): Promise<OpenHop> 
             js.publish(subject, payload).catch(reject);
           }),
       ),
+    serverPids,
     async close() {
       await messages.close();
       await reading;
       await removeStream(nc, stream);
     },
   };
+}
+
+/** The machine's nats-server processes (the hop's far side; shared, so keep the machine quiet). */
+async function natsServerPids(): Promise<number[]> {
+  return (await machineNatsServer()).map((server) => server.pid);
 }
 
 async function removeStream(nc: NatsConnection, stream: string): Promise<void> {

@@ -22,6 +22,7 @@ const FIGURES: HopFigures[] = HOP_NAMES.map((name) => ({
   name,
   idle: summary(IDLE_MEDIANS[name]),
   busy: summary(1_000),
+  cpu: { clientMs: 1_000, serverMs: 1_000 },
 }));
 
 test('a path’s floor adds its legs’ idle medians, a half leg at half', () => {

@@ -20,13 +20,16 @@ export function renderHops(
       `nats-server ${machine.nats}, Postgres ${machine.postgres} (${machine.postgresCommit}); ` +
       `load ${formatNumber(machine.loadAtStart, 2)} → ${formatNumber(machine.loadAtEnd, 2)}. ` +
       `${run.count} passes of each hop idle (${run.idleGapMs} ms apart) and ${run.count} busy ` +
-      '(back to back).',
+      '(back to back); CPU from 10 times as many back-to-back passes, this process’s and the far ' +
+      'side’s (the gRPC server, the Postgres backend, nats-server, whose CPU counts all its ' +
+      'traffic: keep the machine quiet).',
     '',
-    '| Hop | What | Idle p50 / p95 / p99 (ms) | Busy p50 / p95 / p99 (ms) |',
-    '| --- | --- | ---: | ---: |',
+    '| Hop | What | Idle p50 / p95 / p99 (ms) | Busy p50 / p95 / p99 (ms) | CPU per pass, here / far side (ms) |',
+    '| --- | --- | ---: | ---: | ---: |',
     ...figures.map(
       (hop) =>
-        `| ${hop.name} | ${HOP_DESCRIPTIONS[hop.name]} | ${spread(hop.idle)} | ${spread(hop.busy)} |`,
+        `| ${hop.name} | ${HOP_DESCRIPTIONS[hop.name]} | ${spread(hop.idle)} | ${spread(hop.busy)} | ` +
+        `${formatNumber(hop.cpu.clientMs, 3)} / ${formatNumber(hop.cpu.serverMs, 3)} |`,
     ),
     '',
   ];
