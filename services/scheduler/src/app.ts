@@ -184,6 +184,11 @@ export async function startScheduler(
       config.SLUICE_URGENT_WAIT_TARGET_MS > 0
         ? new UrgentWaitGuard({ targetMs: config.SLUICE_URGENT_WAIT_TARGET_MS })
         : undefined;
+    let urgentWatch: BatchLoop | undefined;
+    /** P0 work seen in `resource`: at its onset there, the guard reads at once. */
+    const noteUrgentWork = (resource: string): void => {
+      if (urgentGuard?.urgentWorkSeen(Date.now(), resource)) urgentWatch?.wake();
+    };
     const admissionSettings = (): AdmissionSettings => {
       const settings = admission.settings();
       return urgentGuard
@@ -218,7 +223,7 @@ export async function startScheduler(
           throw error;
         }
         fullResources.seen(pass.full);
-        if (pass.admittedUrgent) urgentGuard?.urgentWorkSeen(Date.now());
+        pass.urgentResources.forEach(noteUrgentWork);
         return freedSlots.passEnded(pass) || pass.more;
       },
     });
@@ -274,15 +279,14 @@ export async function startScheduler(
     };
     loops.push(dispatcher, applier, timers, failFast);
     if (urgentGuard) {
-      loops.push(
-        startUrgentWaitWatch({
-          db: database.db,
-          guard: urgentGuard,
-          log: logger,
-          metrics,
-          onCapsRaised: () => dispatcher.wake(),
-        }),
-      );
+      urgentWatch = startUrgentWaitWatch({
+        db: database.db,
+        guard: urgentGuard,
+        log: logger,
+        metrics,
+        onCapsRaised: () => dispatcher.wake(),
+      });
+      loops.push(urgentWatch);
     }
     if (config.SLUICE_STATISTICS_CHECK_MS > 0) {
       loops.push(
@@ -310,7 +314,7 @@ export async function startScheduler(
       nc.subscribe(catalog.subjects.wake('dispatch'), {
         callback: (error, message) => {
           const step = error ? undefined : readyStepOf(message.subject, message.data, logger);
-          if (step?.priority === 0) urgentGuard?.urgentWorkSeen(Date.now());
+          if (step?.priority === 0) noteUrgentWork(step.resource);
           if (step === undefined || !fullResources.admitsNothingFor(step)) dispatcher.wake();
           failFast.wake();
         },

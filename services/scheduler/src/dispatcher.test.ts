@@ -66,12 +66,12 @@ describe('dispatcher', () => {
         });
       assert.deepEqual(
         await pass(),
-        { more: false, full: [], leftBehind: true, admittedUrgent: false },
+        { more: false, full: [], leftBehind: true, urgentResources: [] },
         'the first pass found a slot (and took it), the other step found none',
       );
       assert.deepEqual(
         await pass(),
-        { more: false, full: ['tool:narrow'], leftBehind: false, admittedUrgent: false },
+        { more: false, full: ['tool:narrow'], leftBehind: false, urgentResources: [] },
         'one in flight, limit one, one waiting: for a slot of a full resource',
       );
       const stream = await (await jetstreamManager(nc)).streams.info(catalog.streams.steps);

@@ -92,8 +92,8 @@ export interface DispatcherDeps {
  */
 export interface DispatchPass extends AdmissionPassOutcome {
   readonly more: boolean;
-  /** It admitted a P0 step (whose wait the urgent-wait guard then watches). */
-  readonly admittedUrgent: boolean;
+  /** The resources of the P0 steps it admitted (whose wait the urgent-wait guard then watches). */
+  readonly urgentResources: readonly string[];
 }
 
 /** Claims and publishes one batch. */
@@ -115,7 +115,7 @@ export async function dispatchBatch(deps: DispatcherDeps): Promise<DispatchPass>
     },
     () => deps.db.transaction((tx) => claimAdmission(tx, deps.batchSize, admission)),
   );
-  if (claimed.length === 0) return { more: false, full, leftBehind, admittedUrgent: false };
+  if (claimed.length === 0) return { more: false, full, leftBehind, urgentResources: [] };
   const results = await Promise.allSettled(claimed.map((step) => publish(deps, step)));
   const published: PublishedDispatch[] = [];
   const failed: Array<{ stepId: number; dispatch: number }> = [];
@@ -144,7 +144,9 @@ export async function dispatchBatch(deps: DispatcherDeps): Promise<DispatchPass>
     more: claimed.length === deps.batchSize && failed.length === 0,
     full,
     leftBehind: leftBehind || failed.length > 0,
-    admittedUrgent: claimed.some((step) => step.priority === 0),
+    urgentResources: [
+      ...new Set(claimed.filter((step) => step.priority === 0).map((step) => step.resource)),
+    ],
   };
 }
 

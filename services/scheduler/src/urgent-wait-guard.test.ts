@@ -1,7 +1,8 @@
 /**
  * The urgent-wait guard's control: when P0 waits exceed the target it caps the lower priorities of
  * that resource (a cut scaled by the overshoot, once per drain), raises the cap while waits are
- * within the target, and lifts it when P0 work stops. Time is passed in; nothing sleeps.
+ * within the target, and lifts it when P0 work stops; at P0's onset it halves the flood at once.
+ * Time is passed in; nothing sleeps.
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
@@ -123,10 +124,50 @@ describe('the urgent-wait guard', () => {
   it('watches for a while after P0 work was seen, and as long as a cap is in place', () => {
     const guard = new UrgentWaitGuard({ targetMs: TARGET_MS, watchForMs: 2_000 });
     assert.equal(guard.watching(0), false, 'no P0 work seen');
-    guard.urgentWorkSeen(1_000);
+    guard.urgentWorkSeen(1_000, 'llm');
     assert.equal(guard.watching(2_999), true);
     assert.equal(guard.watching(3_000), false);
     guard.assess(reading({ llm: waitsAt(100) }, { llm: 10 }), 3_000);
     assert.equal(guard.watching(10_000), true, 'a cap must be lifted by a reading');
+  });
+
+  it('halves the flood at P0’s onset, before any P0 step has started', () => {
+    const guard = new UrgentWaitGuard({ targetMs: TARGET_MS });
+    assert.equal(guard.urgentWorkSeen(0, 'llm'), true, 'the onset: read at once');
+    assert.equal(guard.urgentWorkSeen(5, 'llm'), false, 'noted already');
+    assert.deepEqual(guard.assess(reading({}, { llm: 60, browser: 40 }), 10), [
+      { resource: 'llm', cap: 30, previous: undefined },
+    ]);
+    assert.deepEqual(guard.caps(), { llm: 30 }, 'only where P0 work appeared');
+    assert.equal(guard.urgentWorkSeen(20, 'llm'), false, 'capped: no onset');
+    // Until the flood is down to the cap, slow P0 starts cut no further; quick ones raise it.
+    assert.deepEqual(guard.assess(reading({ llm: waitsAt(400) }, { llm: 50 }), 260), []);
+    guard.assess(reading({ llm: waitsAt(20) }, { llm: 30 }), 510);
+    assert.deepEqual(guard.caps(), { llm: 33 });
+  });
+
+  it('caps nothing at an onset whose P0 steps already start within the target, or a small flood', () => {
+    const quick = new UrgentWaitGuard({ targetMs: TARGET_MS });
+    quick.urgentWorkSeen(0, 'llm');
+    assert.deepEqual(quick.assess(reading({ llm: waitsAt(20) }, { llm: 60 }), 10), []);
+    assert.deepEqual(quick.caps(), {});
+
+    const small = new UrgentWaitGuard({ targetMs: TARGET_MS });
+    small.urgentWorkSeen(0, 'llm');
+    assert.deepEqual(small.assess(reading({}, { llm: MIN_CAP }), 10), []);
+    assert.deepEqual(small.caps(), {});
+    small.urgentWorkSeen(20, 'llm');
+    small.assess(reading({}, { llm: 3 }), 30);
+    assert.deepEqual(small.caps(), { llm: MIN_CAP }, 'half of 3, but never below MIN_CAP');
+  });
+
+  it('lifts an onset cap when the P0 work seen never starts', () => {
+    const guard = new UrgentWaitGuard({ targetMs: TARGET_MS, releaseAfterMs: 1_000 });
+    guard.urgentWorkSeen(0, 'llm');
+    guard.assess(reading({}, { llm: 60 }), 10);
+    assert.deepEqual(guard.assess(reading({}, { llm: 30 }), 1_009), []);
+    assert.deepEqual(guard.assess(reading({}, { llm: 30 }), 1_010), [
+      { resource: 'llm', cap: undefined, previous: 30 },
+    ]);
   });
 });

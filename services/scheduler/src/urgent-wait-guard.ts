@@ -23,6 +23,14 @@
  *   before then overshoots.
  * - At or below the target, the cap grows by an eighth (at least one step): additive increase.
  * - When the resource has had no P0 start for `releaseAfterMs`, the cap is lifted.
+ * - When P0 work appears in a resource that has no cap (its onset), the next reading — taken at
+ *   once — halves the P1–P3 steps in flight there (at least {@link MIN_CAP}) unless a P0 step has
+ *   already started within the target, without waiting for P0 starts to show the wait: readings
+ *   come every {@link READ_INTERVAL_MS}, and a cut takes effect only as the flood's steps in
+ *   flight finish, so a guard that waited for proof left the first P0 steps of a flood 2–3× their
+ *   steady wait for most of a second (session 14: the first 40 of 500 high-priority jobs of the
+ *   priority benchmark held every sample above its p95). Readings within the target then raise
+ *   the cap again by an eighth each.
  *
  * A pure state machine: time comes in as arguments; the scheduler reads Postgres and applies the
  * caps to its claims. A claim caps the steps of every priority in flight before it admits a P1–P3
@@ -35,6 +43,8 @@ import type { UrgentWaitReading } from '@sluice/db';
 export const MIN_CAP = 2;
 /** How often the scheduler reads the waits while the guard watches. */
 export const READ_INTERVAL_MS = 250;
+/** The cut at P0's onset: the cap becomes this share of the P1–P3 steps in flight. */
+const ONSET_SHARE = 0.5;
 /** The bounds of a cut: the cap becomes this share of the steps in flight, at least and at most. */
 const DECREASE = { least: 0.25, most: 0.75 } as const;
 const INCREASE = 1 / 8;
@@ -73,6 +83,8 @@ export class UrgentWaitGuard {
   /** Resources whose last cut has not taken effect yet (more in flight than the cap). */
   readonly #draining = new Set<string>();
   readonly #lastUrgentStartMs = new Map<string, number>();
+  /** Resources where P0 work appeared while they had no cap, for the next reading. */
+  readonly #onsets = new Set<string>();
   #lastUrgentClaimMs = Number.NEGATIVE_INFINITY;
   #admissionView: Readonly<Record<string, number>> = {};
 
@@ -83,12 +95,16 @@ export class UrgentWaitGuard {
   }
 
   /**
-   * P0 work is about: this replica admitted a P0 step, or a created task announced one as ready
-   * (every replica hears that, so each applies the caps to its own claims). Its start will tell
-   * how long it waited.
+   * P0 work is about in `resource`: this replica admitted a P0 step, or a created task announced
+   * one as ready (every replica hears that, so each applies the caps to its own claims). Its start
+   * will tell how long it waited. Returns true when this is the resource's onset (no cap there
+   * yet, none noted since the last reading): the next reading should come at once.
    */
-  urgentWorkSeen(nowMs: number): void {
+  urgentWorkSeen(nowMs: number, resource: string): boolean {
     this.#lastUrgentClaimMs = nowMs;
+    if (this.#caps.has(resource) || this.#onsets.has(resource)) return false;
+    this.#onsets.add(resource);
+    return true;
   }
 
   /** Whether to read the waits now: P0 work was seen lately, or a cap is in place. */
@@ -120,14 +136,18 @@ export class UrgentWaitGuard {
     }
     const changes: CapChange[] = [];
     let urgentMoved = false;
-    const resources = new Set([...waitsByResource.keys(), ...this.#caps.keys()]);
+    const resources = new Set([...waitsByResource.keys(), ...this.#caps.keys(), ...this.#onsets]);
+    const onsets = new Set(this.#onsets);
+    this.#onsets.clear();
     for (const resource of resources) {
       const { urgent, lower } = reading.inFlight[resource] ?? { urgent: 0, lower: 0 };
       const waits = waitsByResource.get(resource);
       const change =
-        waits === undefined
-          ? this.#quiet(resource, nowMs)
-          : this.#waited(resource, quantile(waits, WAIT_QUANTILE), lower, nowMs);
+        waits !== undefined
+          ? this.#waited(resource, quantile(waits, WAIT_QUANTILE), lower, nowMs)
+          : onsets.has(resource) && !this.#caps.has(resource)
+            ? this.#onset(resource, lower, nowMs)
+            : this.#quiet(resource, nowMs);
       if (change) changes.push(change);
       if (this.#caps.has(resource) && this.#urgentInFlight.get(resource) !== urgent) {
         this.#urgentInFlight.set(resource, urgent);
@@ -170,6 +190,17 @@ export class UrgentWaitGuard {
     if (next === cap) return undefined;
     this.#caps.set(resource, next);
     return { resource, cap: next, previous: cap, waitMs };
+  }
+
+  /** P0 work appeared where nothing was capped and no P0 step has started yet: halve the flood. */
+  #onset(resource: string, lowerInFlight: number, nowMs: number): CapChange | undefined {
+    const cap = Math.max(MIN_CAP, Math.floor(lowerInFlight * ONSET_SHARE));
+    if (cap >= lowerInFlight) return undefined;
+    this.#caps.set(resource, cap);
+    this.#draining.add(resource);
+    // Counts as a start for the release: the P0 work seen has yet to start.
+    this.#lastUrgentStartMs.set(resource, nowMs);
+    return { resource, cap, previous: undefined };
   }
 
   #quiet(resource: string, nowMs: number): CapChange | undefined {

@@ -63,7 +63,10 @@ describe('the urgent-wait watch', () => {
     const metrics = createMetrics();
     const guard = new UrgentWaitGuard({ targetMs: 50, releaseAfterMs: 300, watchForMs: 60_000 });
     let wakeUps = 0;
-    guard.urgentWorkSeen(Date.now());
+    for (let i = 0; i < 6; i++) await startedStep(3, 0);
+    await startedStep(0, 400);
+    // Seen with its wait already there, so the first reading cuts by the wait, not at the onset.
+    guard.urgentWorkSeen(Date.now(), 'llm');
     const watch = startUrgentWaitWatch({
       db: fixture.handle.db,
       guard,
@@ -72,8 +75,6 @@ describe('the urgent-wait watch', () => {
       onCapsRaised: () => (wakeUps += 1),
     });
     try {
-      for (let i = 0; i < 6; i++) await startedStep(3, 0);
-      await startedStep(0, 400);
       await until('the resource is capped', () => guard.caps()['llm'] !== undefined);
       // 7 in flight, a wait of 8 × the target: the deepest cut, a quarter (1), and at least MIN_CAP.
       assert.equal(guard.caps()['llm'], MIN_CAP);
