@@ -44,7 +44,12 @@ export function startUrgentWaitWatch(deps: UrgentWaitWatchDeps): BatchLoop {
           continue;
         }
         metrics.urgentGuardCap.set({ resource: change.resource }, change.cap);
-        if (previous === undefined) {
+        if (previous === undefined && change.waitMs === undefined) {
+          log.info(
+            { resource: change.resource, cap: change.cap },
+            'P0 work has begun; lower priorities capped until its waits are known',
+          );
+        } else if (previous === undefined) {
           log.info(
             { resource: change.resource, cap: change.cap, p90_wait_ms: change.waitMs },
             'P0 steps wait longer than the target; lower priorities capped',
