@@ -17,6 +17,7 @@ import {
   jetstreamManager,
   StorageType,
   type ConsumerMessages,
+  type JetStreamManager,
 } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
 import postgres from 'postgres';
@@ -253,7 +254,7 @@ async function openJetStreamHop(kind: 'publish' | 'delivery'): Promise<OpenHop> 
     return {
       pass: () => timed(() => js.publish(subject, payload)),
       serverPids,
-      close: () => removeStream(nc, stream),
+      close: () => removeStream(jsm, nc, stream),
     };
   }
   // Delivery: a durable pull consumer with a pull waiting, as an idle executor has one.
@@ -280,7 +281,7 @@ async function openJetStreamHop(kind: 'publish' | 'delivery'): Promise<OpenHop> 
     async close() {
       await messages.close();
       await reading;
-      await removeStream(nc, stream);
+      await removeStream(jsm, nc, stream);
     },
   };
 }
@@ -290,8 +291,11 @@ async function natsServerPids(): Promise<number[]> {
   return (await machineNatsServer()).map((server) => server.pid);
 }
 
-async function removeStream(nc: NatsConnection, stream: string): Promise<void> {
-  const jsm = await jetstreamManager(nc);
+async function removeStream(
+  jsm: JetStreamManager,
+  nc: NatsConnection,
+  stream: string,
+): Promise<void> {
   await jsm.streams.delete(stream);
   await closeNats(nc);
 }
