@@ -5,7 +5,7 @@
 import { mkdir, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import * as prettier from 'prettier';
-import { compareMachine, loadNow } from './machine.js';
+import { compareMachine, finishMachine } from './machine.js';
 import { Progress } from './progress.js';
 import { drainRateOf } from './rates.js';
 import { combineRuns } from './repeats.js';
@@ -110,7 +110,7 @@ export async function runBench(options: BenchOptions): Promise<BenchReport> {
   }
   return {
     startedAt,
-    machine: { ...machine, loadAtEnd: loadNow() },
+    machine: finishMachine(machine),
     results,
     skipped,
     command: options.command,

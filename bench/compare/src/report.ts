@@ -6,7 +6,7 @@
 import { figureValue, formatNumber } from './report-format.js';
 import { footprintTable } from './footprint-report.js';
 import { threeStepTable } from './three-step-report.js';
-import type { CompareMachine } from './machine.js';
+import { describeMemoryMonitor, type CompareMachine } from './machine.js';
 import { ok, type ScenarioResult, type SkippedRun } from './scenario.js';
 
 export interface BenchReport {
@@ -43,7 +43,7 @@ export function markdown(report: BenchReport): string {
     '',
     `Machine: ${m.cpu}, ${m.cores} cores, ${m.memoryGiB} GiB, ${m.os}; node ${m.node}, nats-server ${m.nats}, ` +
       `Postgres ${m.postgres} (${m.postgresCommit}), Redis ${m.redis}; load ${formatNumber(m.loadAtStart, 2)} at start, ` +
-      `${formatNumber(m.loadAtEnd, 2)} at end.`,
+      `${formatNumber(m.loadAtEnd, 2)} at end; ${describeMemoryMonitor(m)}.`,
     '',
   ];
   const skipped = report.skipped ?? [];

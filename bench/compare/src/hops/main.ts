@@ -7,7 +7,7 @@
  * `npm run bench` does. About a minute with the defaults.
  */
 import { parseArgs } from 'node:util';
-import { compareMachine, loadNow } from '../machine.js';
+import { compareMachine, finishMachine } from '../machine.js';
 import { measureHops } from './hops.js';
 import { renderHops } from './render.js';
 
@@ -36,7 +36,7 @@ async function main(): Promise<void> {
     idleGapMs,
     onHop: (name) => process.stderr.write(`hops: timing ${name} (${count} idle, ${count} busy)\n`),
   });
-  machine.loadAtEnd = loadNow();
+  finishMachine(machine);
   process.stdout.write(renderHops(figures, machine, { count, idleGapMs }));
 }
 

@@ -3,7 +3,7 @@
  * floor.
  */
 import type { LatencySummary } from '../latency.js';
-import type { CompareMachine } from '../machine.js';
+import { describeMemoryMonitor, type CompareMachine } from '../machine.js';
 import { formatNumber } from '../report-format.js';
 import { HOP_DESCRIPTIONS, type HopFigures } from './hops.js';
 import { floorOf, PATHS } from './paths.js';
@@ -18,7 +18,8 @@ export function renderHops(
     '',
     `${machine.cpu}, ${machine.cores} cores, ${machine.os}; node ${machine.node}, ` +
       `nats-server ${machine.nats}, Postgres ${machine.postgres} (${machine.postgresCommit}); ` +
-      `load ${formatNumber(machine.loadAtStart, 2)} → ${formatNumber(machine.loadAtEnd, 2)}. ` +
+      `load ${formatNumber(machine.loadAtStart, 2)} → ${formatNumber(machine.loadAtEnd, 2)}; ` +
+      `${describeMemoryMonitor(machine)}. ` +
       `${run.count} passes of each hop idle (${run.idleGapMs} ms apart) and ${run.count} busy ` +
       '(back to back); CPU from 10 times as many back-to-back passes, this process’s and the far ' +
       'side’s (the gRPC server, the Postgres backend, nats-server, whose CPU counts all its ' +
