@@ -1,7 +1,7 @@
 /**
  * The urgent-wait guard's control: when P0 waits exceed the target it caps the lower priorities of
  * that resource (a cut scaled by the overshoot, once per drain), raises the cap while waits are
- * within the target, and lifts it when P0 work stops; at P0's onset it halves the flood at once.
+ * within the target, and lifts it when P0 work stops; at P0's onset it cuts the flood at once.
  * Time is passed in; nothing sleeps.
  */
 import assert from 'node:assert/strict';
@@ -131,19 +131,19 @@ describe('the urgent-wait guard', () => {
     assert.equal(guard.watching(10_000), true, 'a cap must be lifted by a reading');
   });
 
-  it('halves the flood at P0’s onset, before any P0 step has started', () => {
+  it('cuts the flood to a quarter at P0’s onset, before any P0 step has started', () => {
     const guard = new UrgentWaitGuard({ targetMs: TARGET_MS });
     assert.equal(guard.urgentWorkSeen(0, 'llm'), true, 'the onset: read at once');
     assert.equal(guard.urgentWorkSeen(5, 'llm'), false, 'noted already');
     assert.deepEqual(guard.assess(reading({}, { llm: 60, browser: 40 }), 10), [
-      { resource: 'llm', cap: 30, previous: undefined },
+      { resource: 'llm', cap: 15, previous: undefined },
     ]);
-    assert.deepEqual(guard.caps(), { llm: 30 }, 'only where P0 work appeared');
+    assert.deepEqual(guard.caps(), { llm: 15 }, 'only where P0 work appeared');
     assert.equal(guard.urgentWorkSeen(20, 'llm'), false, 'capped: no onset');
     // Until the flood is down to the cap, slow P0 starts cut no further; quick ones raise it.
     assert.deepEqual(guard.assess(reading({ llm: waitsAt(400) }, { llm: 50 }), 260), []);
     guard.assess(reading({ llm: waitsAt(20) }, { llm: 30 }), 510);
-    assert.deepEqual(guard.caps(), { llm: 33 });
+    assert.deepEqual(guard.caps(), { llm: 16 });
   });
 
   it('caps nothing at an onset whose P0 steps already start within the target, or a small flood', () => {
@@ -158,16 +158,16 @@ describe('the urgent-wait guard', () => {
     assert.deepEqual(small.caps(), {});
     small.urgentWorkSeen(20, 'llm');
     small.assess(reading({}, { llm: 3 }), 30);
-    assert.deepEqual(small.caps(), { llm: MIN_CAP }, 'half of 3, but never below MIN_CAP');
+    assert.deepEqual(small.caps(), { llm: MIN_CAP }, 'a quarter of 3, but never below MIN_CAP');
   });
 
   it('lifts an onset cap when the P0 work seen never starts', () => {
     const guard = new UrgentWaitGuard({ targetMs: TARGET_MS, releaseAfterMs: 1_000 });
     guard.urgentWorkSeen(0, 'llm');
     guard.assess(reading({}, { llm: 60 }), 10);
-    assert.deepEqual(guard.assess(reading({}, { llm: 30 }), 1_009), []);
-    assert.deepEqual(guard.assess(reading({}, { llm: 30 }), 1_010), [
-      { resource: 'llm', cap: undefined, previous: 30 },
+    assert.deepEqual(guard.assess(reading({}, { llm: 15 }), 1_009), []);
+    assert.deepEqual(guard.assess(reading({}, { llm: 15 }), 1_010), [
+      { resource: 'llm', cap: undefined, previous: 15 },
     ]);
   });
 });

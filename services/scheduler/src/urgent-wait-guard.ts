@@ -24,13 +24,16 @@
  * - At or below the target, the cap grows by an eighth (at least one step): additive increase.
  * - When the resource has had no P0 start for `releaseAfterMs`, the cap is lifted.
  * - When P0 work appears in a resource that has no cap (its onset), the next reading — taken at
- *   once — halves the P1–P3 steps in flight there (at least {@link MIN_CAP}) unless a P0 step has
- *   already started within the target, without waiting for P0 starts to show the wait: readings
- *   come every {@link READ_INTERVAL_MS}, and a cut takes effect only as the flood's steps in
- *   flight finish, so a guard that waited for proof left the first P0 steps of a flood 2–3× their
- *   steady wait for most of a second (session 14: the first 40 of 500 high-priority jobs of the
- *   priority benchmark held every sample above its p95). Readings within the target then raise
- *   the cap again by an eighth each.
+ *   once — cuts the P1–P3 steps in flight there to a quarter (at least {@link MIN_CAP}), the
+ *   deepest cut a wait can make, unless a P0 step has already started within the target, without
+ *   waiting for P0 starts to show the wait: readings come every {@link READ_INTERVAL_MS}, and a
+ *   cut takes effect only as the flood's steps in flight finish, so a guard that waited for proof
+ *   left the first P0 steps of a flood 2–3× their steady wait for most of a second (session 14:
+ *   the first 40 of 500 high-priority jobs of the priority benchmark held every sample above its
+ *   p95). Halving instead still left the executors running most of the flood for three quarters
+ *   of a second while two more readings cut it (session 15: the claim transaction took 25–146 ms
+ *   then, against 12–16 once the cap had bitten). Readings within the target then raise the cap
+ *   again by an eighth each.
  *
  * A pure state machine: time comes in as arguments; the scheduler reads Postgres and applies the
  * caps to its claims. A claim caps the steps of every priority in flight before it admits a P1–P3
@@ -43,10 +46,10 @@ import type { UrgentWaitReading } from '@sluice/db';
 export const MIN_CAP = 2;
 /** How often the scheduler reads the waits while the guard watches. */
 export const READ_INTERVAL_MS = 250;
-/** The cut at P0's onset: the cap becomes this share of the P1–P3 steps in flight. */
-const ONSET_SHARE = 0.5;
 /** The bounds of a cut: the cap becomes this share of the steps in flight, at least and at most. */
 const DECREASE = { least: 0.25, most: 0.75 } as const;
+/** The cut at P0's onset, before any wait is known: the deepest a wait can make. */
+const ONSET_SHARE = DECREASE.least;
 const INCREASE = 1 / 8;
 const WAIT_QUANTILE = 0.9;
 
@@ -192,7 +195,7 @@ export class UrgentWaitGuard {
     return { resource, cap: next, previous: cap, waitMs };
   }
 
-  /** P0 work appeared where nothing was capped and no P0 step has started yet: halve the flood. */
+  /** P0 work appeared where nothing was capped and no P0 step has started yet: cut the flood. */
   #onset(resource: string, lowerInFlight: number, nowMs: number): CapChange | undefined {
     const cap = Math.max(MIN_CAP, Math.floor(lowerInFlight * ONSET_SHARE));
     if (cap >= lowerInFlight) return undefined;
