@@ -127,7 +127,7 @@ export function summary(result: ScenarioResult): string {
     f.unit === 'jobs/s' ||
     f.unit === '×' ||
     f.unit === 'chains/s' ||
-    /^(start|complete|high_backlog|high_idle)_p(50|99)$/.test(f.key);
+    /^(start|complete|high_backlog|high_backlog_settled|high_idle)_p(50|99)$/.test(f.key);
   const figures = result.figures
     .filter(shown)
     .map((f) => `${f.label} ${f.value.toFixed(f.unit === 'jobs/s' ? 0 : 1)} ${f.unit}`)
