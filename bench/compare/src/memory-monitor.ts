@@ -11,9 +11,9 @@
  * but reports whether a monitor ran and how much CPU its threads used during the run, so that a
  * noisy figure can be told from a slow system.
  */
-import { execFileSync } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
+import { clockTicksPerSecond, cpuTicksOfStat } from './footprint-sampler.js';
 
 /** Where the kernel exposes DAMON's sysfs interface. */
 export const DAMON_ADMIN_DIR = '/sys/kernel/mm/damon/admin/kdamonds';
@@ -85,39 +85,14 @@ export function kdamondCpuSeconds(
   ticksPerSecond = clockTicksPerSecond(),
 ): number | undefined {
   const pids = kdamonds.flatMap((k) => (k.state === 'on' && k.pid !== undefined ? [k.pid] : []));
-  if (pids.length === 0 || ticksPerSecond === undefined) return undefined;
+  if (pids.length === 0) return undefined;
   let ticks = 0;
   for (const pid of pids) {
-    const used = cpuTicks(readText(path.join(procDir, String(pid), 'stat')));
-    if (used === undefined) return undefined;
-    ticks += used;
+    const stat = readText(path.join(procDir, String(pid), 'stat'));
+    if (stat === undefined) return undefined; // the thread is gone (the monitor was restarted)
+    ticks += cpuTicksOfStat(stat);
   }
   return ticks / ticksPerSecond;
-}
-
-/** utime + stime of a `/proc/<pid>/stat` line (fields 14 and 15; the name may hold spaces). */
-export function cpuTicks(stat: string | undefined): number | undefined {
-  if (stat === undefined) return undefined;
-  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  // Fields after the name start at field 3 (state), so utime (14) is index 11 here.
-  const utime = Number(fields[11]);
-  const stime = Number(fields[12]);
-  return Number.isFinite(utime) && Number.isFinite(stime) ? utime + stime : undefined;
-}
-
-let ticksPerSecond: number | undefined | null = null;
-
-/** The kernel's USER_HZ, which `/proc/<pid>/stat` counts in (`getconf CLK_TCK`). */
-function clockTicksPerSecond(): number | undefined {
-  if (ticksPerSecond === null) {
-    try {
-      const value = Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim());
-      ticksPerSecond = Number.isInteger(value) && value > 0 ? value : undefined;
-    } catch {
-      ticksPerSecond = undefined;
-    }
-  }
-  return ticksPerSecond;
 }
 
 function formatInterval(us: number): string {
