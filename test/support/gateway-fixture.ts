@@ -70,7 +70,7 @@ export interface GatewayFixture {
   rowCounts(): Promise<RowCounts>;
   /**
    * Runs `action` and proves it left no trace: the task tables hold the same rows afterwards, no
-   * message appeared under `<prefix>.>` and the STEPS stream stays empty.
+   * message appeared under `<prefix>.>` and the STEPS stream gained none.
    *
    * The "no message" half cannot simply wait for a while. Instead, before and after `action`, the
    * gateway is made to publish a message naming a task only this probe knows (the cancel request
@@ -147,6 +147,8 @@ export interface GatewayFixtureOptions {
    * at level `warn`.
    */
   readonly log?: Logger;
+  /** More of the gateway's configuration (`SLUICE_*` variables), over the fixture's own. */
+  readonly env?: Readonly<Record<string, string>>;
 }
 
 /** Starts the gateway and everything around it. */
@@ -211,6 +213,7 @@ async function assemble(
       SLUICE_GRPC_PORT: '0',
       SLUICE_METRICS_PORT: '0',
       SLUICE_LOG_LEVEL: 'warn',
+      ...options.env,
     }),
     options.log ? { log: options.log } : {},
   );
@@ -287,6 +290,8 @@ async function assemble(
       // arrives before this first barrier, and is not the action's.
       const first = await barrier();
       const before = await rowCounts();
+      // Not zero once a P0 task was created: the gateway dispatches those itself (urgent claim).
+      const stepsBefore = (await jsm.streams.info(catalog.streams.steps)).state.messages;
       await action();
       assert.deepEqual(await rowCounts(), before, 'no row was written');
       const last = await barrier();
@@ -298,7 +303,7 @@ async function assemble(
         'nothing was published between the barriers but the barrier tasks’ own wake-ups',
       );
       const { state } = await jsm.streams.info(catalog.streams.steps);
-      assert.equal(state.messages, 0, 'the STEPS stream holds no message');
+      assert.equal(state.messages, stepsBefore, 'the STEPS stream gained no message');
     } finally {
       subscription.unsubscribe();
     }

@@ -3,6 +3,7 @@ import { describe, it } from 'node:test';
 import { isSluiceError } from '@sluice/core';
 import {
   AdmissionLevel,
+  decidedAdmission,
   decodeDecision,
   encodeDecision,
   MAX_DECISION_BYTES,
@@ -53,6 +54,26 @@ describe('normalDecision', () => {
       decided_at: '2025-06-01T12:00:00.000Z',
       reasons: [NO_SIGNALS_REASON],
       ...NOTHING_DECIDED,
+    });
+  });
+});
+
+describe('decidedAdmission', () => {
+  it('holds, closes resources with open breakers only, caps and throttles as decided', () => {
+    assert.deepEqual(decidedAdmission(valid), {
+      heldPriorities: [2, 3],
+      closedResources: ['mcp:files'],
+      resourceLimits: { llm: 12, 'tool:search': 1 },
+      throttledPriorities: [3],
+    });
+  });
+
+  it('asks nothing of a claim under a normal decision', () => {
+    assert.deepEqual(decidedAdmission(normalDecision(1, 'governor-x')), {
+      heldPriorities: [],
+      closedResources: [],
+      resourceLimits: {},
+      throttledPriorities: [],
     });
   });
 });

@@ -74,6 +74,30 @@ export interface GovernorDecision {
 /** A breaker as admission sees it (closed breakers are left out of the document). */
 export type BreakerView = 'open' | 'half_open';
 
+/**
+ * What a decision asks of a claim, in the terms of the claim's settings (`AdmissionSettings` of
+ * `@sluice/db`): held priorities are not admitted, resources with open breakers admit nothing, the
+ * decision's limits cap their resources, and throttled priorities leave the throttle reserve free.
+ * The scheduler's claims and the gateway's claim of a create's P0 steps both apply it.
+ */
+export interface DecidedAdmission {
+  readonly heldPriorities: readonly Priority[];
+  readonly closedResources: readonly string[];
+  readonly resourceLimits: Readonly<Record<string, number>>;
+  readonly throttledPriorities: readonly Priority[];
+}
+
+export function decidedAdmission(decision: GovernorDecision): DecidedAdmission {
+  return {
+    heldPriorities: decision.holds,
+    closedResources: Object.entries(decision.breakers ?? {})
+      .filter(([, view]) => view === 'open')
+      .map(([resource]) => resource),
+    resourceLimits: decision.limits ?? {},
+    throttledPriorities: decision.throttle ?? [],
+  };
+}
+
 /** One reading of one signal and the level it maps to. */
 export interface SignalReading {
   /** The signal's name, e.g. `queue_depth` or `llm_rate_limit`. */

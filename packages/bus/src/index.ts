@@ -95,6 +95,7 @@ export {
   ADMISSION_LEVELS,
   AdmissionLevel,
   DECISIONS_KEY,
+  decidedAdmission,
   decodeDecision,
   encodeDecision,
   MAX_DECISION_BYTES,
@@ -103,7 +104,12 @@ export {
   normalDecision,
   parseDecision,
 } from './governor-decision.js';
-export type { BreakerView, GovernorDecision, SignalReading } from './governor-decision.js';
+export type {
+  BreakerView,
+  DecidedAdmission,
+  GovernorDecision,
+  SignalReading,
+} from './governor-decision.js';
 export {
   DEFAULT_DECISION_STALE_MS,
   listsPriority,
@@ -169,3 +175,11 @@ export type { PullOptions } from './fetch.js';
 
 export { createLease } from './lease.js';
 export type { Lease, LeaseOptions, LeaseLostReason } from './lease.js';
+
+export { publishClaimedSteps, ATTR_DISPATCH, ATTR_STREAM_SEQUENCE } from './dispatch-publish.js';
+export type {
+  DispatchPublishDeps,
+  PublishedStep,
+  StepToPublish,
+  UnpublishedStep,
+} from './dispatch-publish.js';

@@ -95,7 +95,9 @@ export {
   lockTasks,
   submitTask,
 } from './queries/tasks.js';
-export { submitTasks } from './queries/task-batch.js';
+export { submitTasks, submitTasksClaiming } from './queries/task-batch.js';
+export type { SubmittedTasks, UrgentClaim } from './queries/task-batch.js';
+export { claimUrgentSteps } from './queries/urgent-claim.js';
 export { hashJson } from './queries/task-keys.js';
 export type {
   CreateTaskResult,

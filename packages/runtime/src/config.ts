@@ -147,6 +147,37 @@ export const URGENT_RESERVE_ENV = {
   SLUICE_URGENT_RESERVE_PERCENT: intVar(10, 0, 50),
 } satisfies EnvSchema;
 
+/**
+ * Admission's limits, read by the scheduler (every claim) and by the gateway (the claim of a
+ * create's P0 steps in its own transaction): the two must agree, or the gateway would admit P0
+ * work above the scheduler's limit — give both services the same values.
+ */
+export const ADMISSION_ENV = {
+  /**
+   * In-flight (dispatched + running) steps allowed per resource class that has no row in
+   * `resource_limits`, across all replicas.
+   */
+  SLUICE_DEFAULT_RESOURCE_LIMIT: intVar(64, 1, 1_000_000),
+  /**
+   * Priority aging: a ready step counts one priority level more urgent per this many ms it has
+   * waited past its due time (so no priority starves while capacity is free); 0 turns aging off.
+   */
+  SLUICE_PRIORITY_AGING_MS: intVar(30_000, 0, 86_400_000),
+  /** Percent of each resource's limit a priority the governor throttles leaves free. */
+  SLUICE_THROTTLE_RESERVE_PERCENT: intVar(25, 0, 100),
+  ...URGENT_RESERVE_ENV,
+} satisfies EnvSchema;
+
+/** The configured admission, in the terms of a claim's settings (`AdmissionSettings` of the db). */
+export function configuredAdmission(config: EnvConfig<typeof ADMISSION_ENV>) {
+  return {
+    defaultResourceLimit: config.SLUICE_DEFAULT_RESOURCE_LIMIT,
+    agingMs: config.SLUICE_PRIORITY_AGING_MS,
+    throttleReserve: config.SLUICE_THROTTLE_RESERVE_PERCENT / 100,
+    urgentReserve: config.SLUICE_URGENT_RESERVE_PERCENT / 100,
+  };
+}
+
 /** The variables every service reads. */
 export const COMMON_ENV = {
   NATS_URL: urlVar(['nats:', 'tls:', 'ws:', 'wss:'], 'nats://127.0.0.1:4222'),

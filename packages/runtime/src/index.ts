@@ -24,6 +24,8 @@ export {
   stringVar,
   urlVar,
   URGENT_RESERVE_ENV,
+  ADMISSION_ENV,
+  configuredAdmission,
 } from './config.js';
 export type { EnvConfig, EnvSchema } from './config.js';
 export { EXIT_CONFIG, runService } from './run-service.js';

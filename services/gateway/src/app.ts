@@ -14,8 +14,9 @@ import {
   startDecisionView,
   type DecisionView,
 } from '@sluice/bus';
-import { jetstreamManager } from '@nats-io/jetstream';
+import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { migrateDatabase, openDatabase } from '@sluice/db';
+import { configuredAdmission } from '@sluice/runtime';
 import {
   createLogger,
   createMetrics,
@@ -98,6 +99,9 @@ export async function startGateway(
         watchRecheckMs: config.SLUICE_WATCH_RECHECK_MS,
         faultInjection: createFaultInjection(config.SLUICE_FAULT_INJECTION),
         decisions,
+        ...(config.SLUICE_URGENT_CLAIM === 'on'
+          ? { urgentClaim: { js: jetstream(nc), admission: configuredAdmission(config) } }
+          : {}),
       }),
       adminService: createAdminService({
         db: database.db,

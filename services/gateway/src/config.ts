@@ -2,7 +2,14 @@
  * Configuration of the gateway, from the environment.
  */
 import { z } from 'zod';
-import { COMMON_ENV, intVar, loadEnvConfig, type EnvConfig } from '@sluice/runtime';
+import {
+  ADMISSION_ENV,
+  COMMON_ENV,
+  enumVar,
+  intVar,
+  loadEnvConfig,
+  type EnvConfig,
+} from '@sluice/runtime';
 import { faultInjectionVar } from './fault-injection.js';
 
 /** Largest accepted task input, in bytes of JSON text. */
@@ -10,6 +17,14 @@ export const DEFAULT_MAX_INPUT_BYTES = 1024 * 1024;
 
 export const GATEWAY_ENV = {
   ...COMMON_ENV,
+  /** Admission's limits, for the urgent claim: give the gateway the scheduler's values. */
+  ...ADMISSION_ENV,
+  /**
+   * The urgent claim: `on`, a create of P0 work claims its first step in the create's own
+   * transaction (within admission's limits) and publishes it before answering, so the step needs
+   * no scheduler pass; `off`, every step waits for the scheduler's admission.
+   */
+  SLUICE_URGENT_CLAIM: enumVar(['on', 'off'], 'on'),
   SLUICE_GRPC_HOST: z.string().min(1).default('127.0.0.1'),
   /** Port of the gRPC API; 0 picks a free one. */
   SLUICE_GRPC_PORT: intVar(50_051, 0, 65_535),

@@ -31,6 +31,7 @@ import {
   openDatabase,
   type AdmissionSettings,
 } from '@sluice/db';
+import { configuredAdmission } from '@sluice/runtime';
 import {
   createLogger,
   createMetrics,
@@ -169,12 +170,7 @@ export async function startScheduler(
       log: logger,
     });
     const admission = createGovernedAdmission({
-      base: {
-        defaultResourceLimit: config.SLUICE_DEFAULT_RESOURCE_LIMIT,
-        agingMs: config.SLUICE_PRIORITY_AGING_MS,
-        throttleReserve: config.SLUICE_THROTTLE_RESERVE_PERCENT / 100,
-        urgentReserve: config.SLUICE_URGENT_RESERVE_PERCENT / 100,
-      },
+      base: configuredAdmission(config),
       view: decisions,
       metrics,
     });

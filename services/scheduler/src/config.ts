@@ -7,7 +7,7 @@ import {
   durationVar,
   intVar,
   loadEnvConfig,
-  URGENT_RESERVE_ENV,
+  ADMISSION_ENV,
   type EnvConfig,
 } from '@sluice/runtime';
 
@@ -15,7 +15,7 @@ const DAY_MS = 86_400_000;
 
 export const SCHEDULER_ENV = {
   ...COMMON_ENV,
-  ...URGENT_RESERVE_ENV,
+  ...ADMISSION_ENV,
   ...RETRY_BUDGET_ENV,
   /** Steps claimed (and outcomes applied, events relayed) per transaction. */
   SLUICE_SCHEDULER_BATCH: intVar(200, 1, 5_000),
@@ -24,18 +24,6 @@ export const SCHEDULER_ENV = {
    * messages and may be lost; this bounds the delay, and finds steps whose due time came).
    */
   SLUICE_SCHEDULER_POLL_MS: intVar(1_000, 10, 60_000),
-  /**
-   * Admission: in-flight (dispatched + running) steps allowed per resource class that has no row
-   * in `resource_limits`, across all replicas.
-   */
-  SLUICE_DEFAULT_RESOURCE_LIMIT: intVar(64, 1, 1_000_000),
-  /**
-   * Priority aging: a ready step counts one priority level more urgent per this many ms it has
-   * waited past its due time (so no priority starves while capacity is free); 0 turns aging off.
-   */
-  SLUICE_PRIORITY_AGING_MS: intVar(30_000, 0, 86_400_000),
-  /** Percent of each resource's limit a priority the governor throttles leaves free. */
-  SLUICE_THROTTLE_RESERVE_PERCENT: intVar(25, 0, 100),
   /**
    * The urgent-wait guard's target: while the 90th percentile of a resource's P0 waits from
    * dispatch to start is above this many ms, fewer P1–P3 steps are admitted there

@@ -7,19 +7,11 @@
  * The claim commits before the publish. If the scheduler dies in between, the step stays
  * `dispatched` with no message; the reconciler (recovery issue) re-dispatches such steps.
  *
- * Each publication is a messaging `send` span (kind PRODUCER) in the task's trace, a child of the
- * traceparent stored on the task; its context is what the message's headers carry, so the
- * executor's work on the step continues from the dispatch that delivered it.
+ * Each publication is a messaging `send` span in the task's trace (see `publishClaimedSteps`, which
+ * the gateway also uses for the P0 steps a create claims itself).
  */
 import type { JetStreamClient } from '@nats-io/jetstream';
-import { headers } from '@nats-io/transport-node';
-import {
-  dispatchMsgId,
-  encodeMessage,
-  injectTraceContext,
-  publishDurable,
-  type BusCatalog,
-} from '@sluice/bus';
+import { publishClaimedSteps, type BusCatalog } from '@sluice/bus';
 import { priorityLabel } from '@sluice/core';
 import {
   claimAdmission,
@@ -28,34 +20,12 @@ import {
   releaseClaims,
   withDatabaseSpan,
   type AdmissionSettings,
-  type ClaimedStep,
   type Database,
 } from '@sluice/db';
-import {
-  ATTR_MESSAGING_DESTINATION_NAME,
-  ATTR_MESSAGING_MESSAGE_ID,
-  ATTR_MESSAGING_OPERATION_NAME,
-  ATTR_MESSAGING_OPERATION_TYPE,
-  ATTR_MESSAGING_SYSTEM,
-  ATTR_PRIORITY,
-  ATTR_RESOURCE,
-  ATTR_STEP,
-  ATTR_TASK_ID,
-  ATTR_TENANT,
-  SpanKind,
-  tracerFor,
-  withContinuedSpan,
-  type Logger,
-  type Metrics,
-} from '@sluice/telemetry';
+import { tracerFor, type Logger, type Metrics } from '@sluice/telemetry';
 import type { AdmissionPassOutcome } from './freed-slots.js';
-import type { PublicationSink, PublishedDispatch } from './publication-recorder.js';
+import type { PublicationSink } from './publication-recorder.js';
 import { SCHEDULER_TRACER } from './task-trace.js';
-
-/** The dispatch number of a publication (1 for the first; more after the reconciler's). */
-export const ATTR_DISPATCH = 'sluice.step.dispatch';
-/** The JetStream sequence the publication was stored at. */
-export const ATTR_STREAM_SEQUENCE = 'sluice.jetstream.sequence';
 
 /** How many steps a claim took (on its database span). */
 export const ATTR_CLAIMED = 'sluice.claimed';
@@ -116,26 +86,16 @@ export async function dispatchBatch(deps: DispatcherDeps): Promise<DispatchPass>
     () => deps.db.transaction((tx) => claimAdmission(tx, deps.batchSize, admission)),
   );
   if (claimed.length === 0) return { more: false, full, leftBehind, urgentResources: [] };
-  const results = await Promise.allSettled(claimed.map((step) => publish(deps, step)));
-  const published: PublishedDispatch[] = [];
-  const failed: Array<{ stepId: number; dispatch: number }> = [];
-  results.forEach((result, index) => {
-    const step = claimed[index] as ClaimedStep;
-    if (result.status === 'fulfilled') {
-      published.push({ stepId: step.id, dispatch: step.dispatch, publishSeq: result.value });
-      deps.metrics.stepsDispatched.inc({
-        resource: step.resource,
-        priority: priorityLabel(step.priority),
-      });
-    } else {
-      failed.push({ stepId: step.id, dispatch: step.dispatch });
-      deps.onPublishFailed?.(result.reason);
-      deps.log.warn(
-        { err: result.reason, task_id: step.taskId, step_seq: step.seq },
-        'dispatch failed; the step goes back to the ready queue',
-      );
-    }
-  });
+  const { published, failed } = await publishClaimedSteps(
+    { ...deps, tracer: tracerFor(SCHEDULER_TRACER) },
+    claimed,
+  );
+  for (const step of published) {
+    deps.metrics.stepsDispatched.inc({
+      resource: step.resource,
+      priority: priorityLabel(step.priority),
+    });
+  }
   if (deps.publications) await deps.publications.record(published);
   else await recordPublishSeqs(deps.db, published);
   await releaseClaims(deps.db, failed);
@@ -148,51 +108,4 @@ export async function dispatchBatch(deps: DispatcherDeps): Promise<DispatchPass>
       ...new Set(claimed.filter((step) => step.priority === 0).map((step) => step.resource)),
     ],
   };
-}
-
-/**
- * Publishes one claimed step in its `send <subject>` span; the span's context goes into the
- * message headers (W3C `traceparent`).
- */
-async function publish(deps: DispatcherDeps, step: ClaimedStep): Promise<number> {
-  const subject = deps.catalog.subjects.step(step.resource, step.priority);
-  const msgID = dispatchMsgId(step.taskId, step.seq, step.dispatch);
-  const attributes = {
-    [ATTR_MESSAGING_SYSTEM]: 'nats',
-    [ATTR_MESSAGING_DESTINATION_NAME]: subject,
-    [ATTR_MESSAGING_OPERATION_TYPE]: 'send',
-    [ATTR_MESSAGING_OPERATION_NAME]: 'publish',
-    [ATTR_MESSAGING_MESSAGE_ID]: msgID,
-    [ATTR_TASK_ID]: step.taskId,
-    [ATTR_TENANT]: step.tenantId,
-    [ATTR_STEP]: step.name,
-    [ATTR_RESOURCE]: step.resource,
-    [ATTR_PRIORITY]: priorityLabel(step.priority),
-    [ATTR_DISPATCH]: step.dispatch,
-  };
-  return withContinuedSpan(
-    tracerFor(SCHEDULER_TRACER),
-    step.traceParent,
-    `send ${subject}`,
-    { attributes, kind: SpanKind.PRODUCER },
-    async (span) => {
-      // The active context is the send span's: the consumer's work becomes its child.
-      const ack = await publishDurable(
-        deps.js,
-        subject,
-        encodeMessage({
-          type: 'step.dispatch',
-          task_id: step.taskId,
-          step_seq: step.seq,
-          dispatch: step.dispatch,
-          tenant_id: step.tenantId,
-          priority: step.priority,
-          resource: step.resource,
-        }),
-        { msgID, headers: injectTraceContext(headers()) },
-      );
-      span.setAttribute(ATTR_STREAM_SEQUENCE, ack.seq);
-      return ack.seq;
-    },
-  );
 }

@@ -5,7 +5,7 @@
  * `throttleReserve` share of a resource's limit — that headroom stays free for more urgent work, so
  * a P0 arriving under a P3 flood finds a slot at once while P3 still uses the rest.
  */
-import type { DecisionView } from '@sluice/bus';
+import { decidedAdmission, type DecisionView } from '@sluice/bus';
 import { priorityLabel } from '@sluice/core';
 import type { AdmissionSettings } from '@sluice/db';
 import type { Metrics } from '@sluice/telemetry';
@@ -28,22 +28,14 @@ export function createGovernedAdmission(options: GovernedAdmissionOptions): Gove
     settings() {
       const decision = options.view?.current();
       if (decision === undefined) return options.base;
-      const throttled = decision.throttle ?? [];
-      for (const priority of decision.holds) {
+      const decided = decidedAdmission(decision);
+      for (const priority of decided.heldPriorities) {
         options.metrics?.admissionHeld.inc({ priority: priorityLabel(priority), how: 'held' });
       }
-      for (const priority of throttled) {
+      for (const priority of decided.throttledPriorities) {
         options.metrics?.admissionHeld.inc({ priority: priorityLabel(priority), how: 'throttled' });
       }
-      return {
-        ...options.base,
-        heldPriorities: decision.holds,
-        closedResources: Object.entries(decision.breakers ?? {})
-          .filter(([, view]) => view === 'open')
-          .map(([resource]) => resource),
-        resourceLimits: decision.limits ?? {},
-        throttledPriorities: throttled,
-      };
+      return { ...options.base, ...decided };
     },
   };
 }

@@ -15,7 +15,7 @@ import type { Executor, Transaction } from '../client.js';
 export const ADMISSION_LOCK_NAMESPACE = 0x51c3_0005;
 
 /** The second key of a resource's admission lock (the first is {@link ADMISSION_LOCK_NAMESPACE}). */
-function admissionLockKeyOf(resource: SQL): SQL {
+export function admissionLockKeyOf(resource: SQL): SQL {
   return sql`hashtext(${resource})`;
 }
 

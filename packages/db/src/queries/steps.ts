@@ -133,23 +133,30 @@ export async function claimAdmission(
   admission: AdmissionSettings = DEFAULT_ADMISSION,
 ): Promise<AdmissionClaim> {
   const locking = lockAdmission(tx, admission);
-  const claiming = tx.execute<
-    | {
-        id: string;
-        task_id: string;
-        seq: number;
-        name: string;
-        resource: string;
-        tenant_id: string;
-        priority: number;
-        dispatch_count: number;
-        trace_parent: string | null;
-        left_behind: boolean;
-      }
-    | { id: null; left_behind: boolean }
-  >(claimReadyStepsStatement(limit, admission, 'locked'));
+  const claiming = tx.execute<ClaimRow>(claimReadyStepsStatement(limit, admission, 'locked'));
   const [{ full }, rows] = await Promise.all([locking, claiming]);
-  const steps = rows
+  return { steps: claimedStepsOf(rows), full, leftBehind: rows[0]?.left_behind ?? true };
+}
+
+/** A row of {@link claimReadyStepsStatement}: a claimed step, or the one row of an empty claim. */
+export type ClaimRow =
+  | {
+      id: string;
+      task_id: string;
+      seq: number;
+      name: string;
+      resource: string;
+      tenant_id: string;
+      priority: number;
+      dispatch_count: number;
+      trace_parent: string | null;
+      left_behind: boolean;
+    }
+  | { id: null; left_behind: boolean };
+
+/** The steps a claim's rows name: most urgent first, then oldest. */
+export function claimedStepsOf(rows: readonly ClaimRow[]): ClaimedStep[] {
+  return rows
     .flatMap((row) =>
       row.id === null
         ? []
@@ -168,7 +175,6 @@ export async function claimAdmission(
           ],
     )
     .sort((a, b) => a.priority - b.priority || a.id - b.id);
-  return { steps, full, leftBehind: rows[0]?.left_behind ?? true };
 }
 
 /**

@@ -5,7 +5,7 @@
 import { randomUUID } from 'node:crypto';
 import { sql, type SQL } from 'drizzle-orm';
 import { NO_TASK, decideTransition, type TaskStatus } from '@sluice/core';
-import type { Database, Executor } from '../client.js';
+import type { Database, Executor, Transaction } from '../client.js';
 import { recordOf } from '../raw-rows.js';
 import { idempotencyTombstones, tasks } from '../schema.js';
 import { textArrayOf } from './batch-input.js';
@@ -13,6 +13,8 @@ import { liveTombstonesStatement, type IdempotencyTombstone } from './retention.
 import { checkSameRequest, hashJson } from './task-keys.js';
 import type { NewTask, SubmitTaskResult } from './tasks.js';
 import { firstStepOf } from './task-types.js';
+import type { AdmissionSettings, ClaimedStep } from './steps.js';
+import { claimUrgentSteps } from './urgent-claim.js';
 
 /**
  * How often a batch is tried again after some of its keys turned out to belong to deleted tasks
@@ -43,6 +45,31 @@ export async function submitTasks(
   db: Database,
   batch: readonly NewTask[],
 ): Promise<SubmitTaskResult[]> {
+  return (await submitTasksClaiming(db, batch, undefined)).results;
+}
+
+/** How a create claims its P0 steps (see urgent-claim.ts). */
+export interface UrgentClaim {
+  /** The admission of the claim (the governor's decision applied); lower priorities are held. */
+  readonly admission: AdmissionSettings;
+}
+
+/** What {@link submitTasksClaiming} did: each entry's result, and the P0 steps it claimed. */
+export interface SubmittedTasks {
+  readonly results: SubmitTaskResult[];
+  /** Dispatched in the create's transaction: the caller publishes them (see `claimUrgentSteps`). */
+  readonly claimed: ClaimedStep[];
+}
+
+/**
+ * {@link submitTasks}; with `urgent`, the create also claims, in its transaction, up to as many
+ * ready P0 steps as it created P0 tasks, in their first steps' resources (`claimUrgentSteps`).
+ */
+export async function submitTasksClaiming(
+  db: Database,
+  batch: readonly NewTask[],
+  urgent: UrgentClaim | undefined,
+): Promise<SubmittedTasks> {
   const created = decideTransition(NO_TASK, { type: 'create' });
   if (!created.ok) throw new Error(`the transition table refuses create: ${created.reason}`);
   const status = created.to.status as TaskStatus;
@@ -54,23 +81,47 @@ export async function submitTasks(
   }));
   const tenantId = checkOneTenant(batch);
   const keys = checkUniqueKeys(batch);
-  if (tenantId === undefined) return [];
-  if (keys.length === 0) {
+  if (tenantId === undefined) return { results: [], claimed: [] };
+  /** Claims the P0 steps of the entries this transaction created (none without `urgent`). */
+  const claimUrgent = (tx: Transaction, results: readonly SubmitTaskResult[]) => {
+    const resources = results.flatMap((result, index) =>
+      result.kind === 'created' && result.task.priority === 0
+        ? [firstStepOf((batch[index] as NewTask).taskType).resource]
+        : [],
+    );
+    return urgent && resources.length > 0
+      ? claimUrgentSteps(tx, resources, resources.length, urgent.admission)
+      : Promise.resolve([]);
+  };
+  const anyUrgent = urgent !== undefined && batch.some((task) => task.priority === 0);
+  if (keys.length === 0 && !anyUrgent) {
     // Nothing can conflict without keys: the one statement commits on its own (one round trip).
     const rows = await db.execute(insertStatement(tenantId, entries, status));
-    return answer(entries, new Map(), rowsById(rows));
+    return { results: answer(entries, new Map(), rowsById(rows)), claimed: [] };
+  }
+  if (keys.length === 0) {
+    return db.transaction(async (tx) => {
+      const rows = await tx.execute(insertStatement(tenantId, entries, status));
+      const results = answer(entries, new Map(), rowsById(rows));
+      return { results, claimed: await claimUrgent(tx, results) };
+    });
   }
   // Entries whose key belongs to a task retention deleted: answered from the tombstone, not
   // inserted (an insert of them would succeed, the key being free again).
   const answered = new Map<number, SubmitTaskResult>();
   for (let attempt = 1; ; attempt++) {
     try {
-      return await db.transaction((tx) => insertWithKeys(tx, tenantId, entries, status, answered));
+      return await db.transaction(async (tx) => {
+        const results = await insertWithKeys(tx, tenantId, entries, status, answered);
+        return { results, claimed: await claimUrgent(tx, results) };
+      });
     } catch (error) {
       if (!(error instanceof KeysOfDeletedTasks) || attempt === MAX_TRIES) throw error;
       for (const [index, result] of error.results) answered.set(index, result);
       // Nothing left to insert (a lone create of a deleted task's key): no second transaction.
-      if (answered.size === entries.length) return answer(entries, answered, new Map());
+      if (answered.size === entries.length) {
+        return { results: answer(entries, answered, new Map()), claimed: [] };
+      }
     }
   }
 }

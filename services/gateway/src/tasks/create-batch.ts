@@ -4,11 +4,12 @@
  */
 import type { CreateTaskRequest } from '@sluice/api';
 import {
-  submitTasks,
+  submitTasksClaiming,
   withDatabaseSpan,
   type Database,
-  type SubmitTaskResult,
+  type SubmittedTasks,
   type TaskTypeManifest,
+  type UrgentClaim,
 } from '@sluice/db';
 import { SpanStatusCode, type Span, type Tracer } from '@opentelemetry/api';
 import { activeSpan, traceparentOf } from '@sluice/telemetry';
@@ -74,13 +75,15 @@ export interface SubmitBatchDeps {
 /**
  * Writes the batch in one transaction, each task with a root span of its own (`sluice.task.create`,
  * linked to the span of the call, which is in the caller's trace): a task's trace holds that task
- * only, as when it is created alone without a caller's trace.
+ * only, as when it is created alone without a caller's trace. With `urgent`, the transaction also
+ * claims the batch's P0 steps (the caller publishes them).
  */
 export async function submitBatch(
   deps: SubmitBatchDeps,
   tenantId: string,
   batch: readonly CheckedCreate[],
-): Promise<SubmitTaskResult[]> {
+  urgent: UrgentClaim | undefined,
+): Promise<SubmittedTasks> {
   const call = activeSpan()?.spanContext();
   const spans = batch.map((create) =>
     deps.tracer.startSpan('sluice.task.create', {
@@ -90,20 +93,22 @@ export async function submitBatch(
     }),
   );
   const withKeys = batch.some((create) => create.idempotencyKey !== '');
+  const summary = createSummary(withKeys, urgent !== undefined);
   try {
-    const results = await withDatabaseSpan(deps.db, { summary: createSummary(withKeys) }, () =>
-      submitTasks(
+    const submitted = await withDatabaseSpan(deps.db, { summary }, () =>
+      submitTasksClaiming(
         deps.db,
         batch.map((create, index) =>
           newTaskOf(tenantId, create, traceparentOf(spans[index] as Span)),
         ),
+        urgent,
       ),
     );
-    for (const [index, result] of results.entries()) {
+    for (const [index, result] of submitted.results.entries()) {
       const span = spans[index];
       if (span && result.kind === 'created') recordCreated(span, result.task);
     }
-    return results;
+    return submitted;
   } catch (error) {
     const message = error instanceof Error ? error.message : String(error);
     for (const span of spans) span.setStatus({ code: SpanStatusCode.ERROR, message });

@@ -135,10 +135,11 @@ export function recordCreated(span: Span, task: TaskRecord): void {
 }
 
 /**
- * `db.query.summary` of a create's database span: the one statement that writes the tasks, and
- * with idempotency keys the tombstone read after it.
+ * `db.query.summary` of a create's database span: the one statement that writes the tasks, with
+ * idempotency keys the tombstone read after it, and with the urgent claim the claim of P0 steps.
  */
-export function createSummary(withKeys: boolean): string {
+export function createSummary(withKeys: boolean, claimsUrgent = false): string {
   const insert = 'INSERT tasks INSERT task_events INSERT task_steps';
-  return withKeys ? `${insert} SELECT idempotency_tombstones` : insert;
+  const keyed = withKeys ? `${insert} SELECT idempotency_tombstones` : insert;
+  return claimsUrgent ? `${keyed} SELECT task_steps UPDATE task_steps` : keyed;
 }

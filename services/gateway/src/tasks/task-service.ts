@@ -4,8 +4,15 @@
  * missing one. Reads come from Postgres; the gateway keeps no task state in memory.
  */
 import type { Metadata, ServerWritableStream } from '@grpc/grpc-js';
+import type { JetStreamClient } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
-import { encodeMessage, listsPriority, type BusCatalog, type DecisionView } from '@sluice/bus';
+import {
+  decidedAdmission,
+  encodeMessage,
+  listsPriority,
+  type BusCatalog,
+  type DecisionView,
+} from '@sluice/bus';
 import {
   isFinalStatus,
   isSluiceError,
@@ -22,13 +29,16 @@ import {
   listTasks,
   nextAttemptAt,
   queueStanding,
-  submitTask,
+  submitTasksClaiming,
   withDatabaseSpan,
+  type AdmissionSettings,
+  type ClaimedStep,
   type Database,
   type KeyOwner,
   type SubmitTaskResult,
   type TaskRecord,
   type TaskTypeManifest,
+  type UrgentClaim,
 } from '@sluice/db';
 import type { Tracer } from '@opentelemetry/api';
 import {
@@ -93,6 +103,7 @@ import {
   tombstoneToApi,
 } from './mapping.js';
 import { decodePageToken, encodePageToken } from './page-token.js';
+import { dispatchUrgentSteps } from './urgent-dispatch.js';
 
 /** What the handlers need. */
 export interface TaskServiceDeps {
@@ -110,6 +121,12 @@ export interface TaskServiceDeps {
   readonly faultInjection?: FaultInjection;
   /** The governor's live decision (which priorities `CreateTask` rejects now). */
   readonly decisions?: DecisionView;
+  /**
+   * The urgent claim (`SLUICE_URGENT_CLAIM`): a create of P0 work claims its first steps in its own
+   * transaction, within `admission` (the scheduler's configured admission) and the governor's
+   * decision, and publishes them before it answers. Absent: the scheduler admits every step.
+   */
+  readonly urgentClaim?: { readonly js: JetStreamClient; readonly admission: AdmissionSettings };
 }
 
 /** Longest accepted approval comment. */
@@ -139,6 +156,34 @@ export function createTaskService(deps: TaskServiceDeps): Partial<TaskServiceHan
       `Sluice is shedding P${first} work under load (${decision.reasons[0] ?? decision.level}); retry later`,
       decision.retry_after_ms || 1_000,
     );
+  };
+  /**
+   * How a create of these priorities claims its P0 steps: not at all without P0 work, without the
+   * urgent claim, or while the governor holds P0 (the claim could admit nothing).
+   */
+  const urgentClaimFor = (priorities: readonly Priority[]): UrgentClaim | undefined => {
+    if (!deps.urgentClaim || !priorities.includes(0)) return undefined;
+    const decision = deps.decisions?.current();
+    if (decision === undefined) return { admission: deps.urgentClaim.admission };
+    const decided = decidedAdmission(decision);
+    if (decided.heldPriorities.includes(0)) return undefined;
+    return { admission: { ...deps.urgentClaim.admission, ...decided } };
+  };
+  /**
+   * Publishes the P0 steps a create claimed (after its commit, before its answer). The tasks exist
+   * whatever happens here, so the create succeeds: a step whose publication or bookkeeping failed
+   * is the reconciler's, as a scheduler's claim would be.
+   */
+  const dispatchClaimed = async (claimed: readonly ClaimedStep[]): Promise<void> => {
+    if (!deps.urgentClaim || claimed.length === 0) return;
+    try {
+      await dispatchUrgentSteps({ ...deps, js: deps.urgentClaim.js }, claimed);
+    } catch (error) {
+      deps.log.warn(
+        { err: error, steps: claimed.length },
+        'urgent dispatch failed after the create committed; the reconciler re-dispatches',
+      );
+    }
   };
   /** Counts, logs and announces created tasks: one wake-up per first step's resource and priority. */
   const announceCreated = (
@@ -281,20 +326,29 @@ export function createTaskService(deps: TaskServiceDeps): Partial<TaskServiceHan
       });
       refuseWhenShedding([create.priority]);
 
+      const urgent = urgentClaimFor([create.priority]);
       const attributes = createSpanAttributes(tenantId, create);
-      const result = await withSpan(deps.tracer, 'sluice.task.create', attributes, async (span) => {
-        // The root span of the task's trace: stored on the task, continued by every later step.
-        const task = newTaskOf(tenantId, create, traceparentOfActiveSpan());
-        // The create transaction, a database client span under this one.
-        const submitted = await withDatabaseSpan(
-          deps.db,
-          { summary: createSummary(create.idempotencyKey !== '') },
-          () => submitTask(deps.db, task),
-        ).catch(asAlreadyExists);
-        if (submitted.kind === 'created') recordCreated(span, submitted.task);
-        return submitted;
-      });
+      const { result, claimed } = await withSpan(
+        deps.tracer,
+        'sluice.task.create',
+        attributes,
+        async (span) => {
+          // The root span of the task's trace: stored on the task, continued by every later step.
+          const task = newTaskOf(tenantId, create, traceparentOfActiveSpan());
+          // The create transaction, a database client span under this one.
+          const submitted = await withDatabaseSpan(
+            deps.db,
+            { summary: createSummary(create.idempotencyKey !== '', urgent !== undefined) },
+            () => submitTasksClaiming(deps.db, [task], urgent),
+          ).catch(asAlreadyExists);
+          const [first] = submitted.results;
+          if (!first) throw new Error('the create answered nothing');
+          if (first.kind === 'created') recordCreated(span, first.task);
+          return { result: first, claimed: submitted.claimed };
+        },
+      );
       deps.faultInjection?.afterCreateCommit();
+      await dispatchClaimed(claimed);
       if (result.kind === 'created') {
         announceCreated([{ task: result.task, taskType: create.taskType }]);
       }
@@ -307,8 +361,12 @@ export function createTaskService(deps: TaskServiceDeps): Partial<TaskServiceHan
       const { tenantId } = await authenticate(call.metadata);
       const batch = await checkBatch(entries, types, checks);
       refuseWhenShedding(batch.map((create) => create.priority));
-      const results = await submitBatch(deps, tenantId, batch).catch(asAlreadyExists);
+      const urgent = urgentClaimFor(batch.map((create) => create.priority));
+      const { results, claimed } = await submitBatch(deps, tenantId, batch, urgent).catch(
+        asAlreadyExists,
+      );
       deps.faultInjection?.afterCreateCommit();
+      await dispatchClaimed(claimed);
       announceCreated(
         results.flatMap((result, index) =>
           result.kind === 'created'

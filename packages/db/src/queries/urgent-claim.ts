@@ -1,0 +1,61 @@
+/**
+ * The urgent claim: P0 steps claimed in the transaction that created them, so an interactive
+ * task's first step needs no wake-up of the scheduler, no pass of its and no claim transaction of
+ * its own before it is published (the gateway publishes it after the commit; see the gateway's
+ * urgent-dispatch.ts). Under a backlog of lower priorities those legs were most of a P0 step's
+ * wait at the onset of P0 work (issue 7, sessions 14–15).
+ *
+ * It is the scheduler's claim with every lower priority held: the same admission rules (limits,
+ * tenant caps, the governor's limits, throttles and open breakers), so it admits nothing the
+ * scheduler would not, and it may also admit older ready P0 steps of the same resources (most
+ * urgent and oldest first, fair between tenants, as any claim).
+ *
+ * Creates must never queue on admission: the resource's admission lock is only tried
+ * (`pg_try_advisory_xact_lock`); when a scheduler's claim holds it, nothing is claimed here and
+ * the scheduler, woken by the create as before, admits the step.
+ */
+import { sql } from 'drizzle-orm';
+import type { Priority } from '@sluice/core';
+import type { Transaction } from '../client.js';
+import { ADMISSION_LOCK_NAMESPACE, admissionLockKeyOf } from './admission.js';
+import { textArrayOf } from './batch-input.js';
+import {
+  claimReadyStepsStatement,
+  claimedStepsOf,
+  type AdmissionSettings,
+  type ClaimRow,
+  type ClaimedStep,
+} from './steps.js';
+
+/** Every priority but P0: what the urgent claim holds back. */
+const LOWER_PRIORITIES: readonly Priority[] = [1, 2, 3];
+
+/**
+ * Claims up to `limit` ready P0 steps of `resources` within `admission`, in the caller's
+ * transaction (after it inserted them: the claim sees its own rows), taking each resource's
+ * admission lock only when it is free. The claimed steps are `dispatched` once the transaction
+ * commits; the caller publishes them then, and releases those it could not publish (as the
+ * scheduler's dispatcher does). A crash between the commit and the publication leaves them to
+ * the reconciler, as for the scheduler's claims.
+ */
+export async function claimUrgentSteps(
+  tx: Transaction,
+  resources: readonly string[],
+  limit: number,
+  admission: AdmissionSettings,
+): Promise<ClaimedStep[]> {
+  if (resources.length === 0 || limit <= 0) return [];
+  const urgentOnly: AdmissionSettings = {
+    ...admission,
+    heldPriorities: [...new Set([...(admission.heldPriorities ?? []), ...LOWER_PRIORITIES])],
+  };
+  // Two statements, one round trip (as `claimAdmission`): the claim runs after the locking
+  // statement, in a snapshot of its own, and claims only where this transaction got the lock.
+  const locking = tx.execute(sql`
+    select pg_try_advisory_xact_lock(${ADMISSION_LOCK_NAMESPACE}::int, ${admissionLockKeyOf(sql`r`)})
+    from unnest(${textArrayOf([...new Set(resources)])}) r
+  `);
+  const claiming = tx.execute<ClaimRow>(claimReadyStepsStatement(limit, urgentOnly, 'locked'));
+  const [, rows] = await Promise.all([locking, claiming]);
+  return claimedStepsOf(rows);
+}
