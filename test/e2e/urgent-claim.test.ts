@@ -2,7 +2,8 @@
  * The urgent claim through the real gateway, NATS and Postgres, with no scheduler running: a create
  * of P0 work publishes its first step itself (the step `dispatched`, its stream sequence recorded,
  * the message on the resource's P0 subject, in the task's trace); lower priorities, an open breaker
- * the governor reports, and `SLUICE_URGENT_CLAIM=off` leave the step ready for the scheduler.
+ * the governor reports, and the default `SLUICE_URGENT_CLAIM=off` leave the step ready for the
+ * scheduler.
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
@@ -41,14 +42,14 @@ async function storedDispatch(fx: GatewayFixture, jsm: JetStreamManager, seq: nu
   };
 }
 
-describe('the urgent claim (SLUICE_URGENT_CLAIM=on, the default)', () => {
+describe('the urgent claim (SLUICE_URGENT_CLAIM=on)', () => {
   let fx: GatewayFixture;
   let client: TaskClient;
   let nc: NatsConnection;
   let jsm: JetStreamManager;
 
   before(async () => {
-    fx = await startGatewayFixture('urgent_claim');
+    fx = await startGatewayFixture('urgent_claim', { env: { SLUICE_URGENT_CLAIM: 'on' } });
     client = fx.client(await fx.tenantWithKey('acme'));
     nc = await connectNats({ url: natsUrl(), name: 'urgent-claim-test' });
     jsm = await jetstreamManager(nc);
@@ -76,6 +77,32 @@ describe('the urgent claim (SLUICE_URGENT_CLAIM=on, the default)', () => {
       new RegExp(`^00-${task.trace_id}-[0-9a-f]{16}-0[01]$`),
       "the message continues the task's trace",
     );
+  });
+
+  it('tells the scheduler which created steps it dispatched itself', async () => {
+    const wakes: unknown[] = [];
+    const subscription = nc.subscribe(fx.catalog.subjects.wake('dispatch'), {
+      callback: (error, message) => {
+        if (!error) wakes.push(message.json<{ step?: unknown }>().step);
+      },
+    });
+    try {
+      await nc.flush();
+      await client.createTask(entry('told-p0', 'PRIORITY_P0'));
+      await client.createTask(entry('told-p1', 'PRIORITY_P1'));
+      // The P1 create's wake-up comes last (one connection); a late one of an earlier test before.
+      const deadline = Date.now() + 10_000;
+      while (!wakes.some((step) => (step as { priority?: number }).priority === 1)) {
+        assert.ok(Date.now() < deadline, 'both wake-ups arrive');
+        await new Promise((resolve) => setTimeout(resolve, 10));
+      }
+      assert.deepEqual(wakes.slice(-2), [
+        { resource: FIRST_RESOURCE, priority: 0, dispatched: true },
+        { resource: FIRST_RESOURCE, priority: 1 },
+      ]);
+    } finally {
+      subscription.unsubscribe();
+    }
   });
 
   it('leaves a P1 task to the scheduler', async () => {
@@ -135,11 +162,11 @@ describe('the urgent claim (SLUICE_URGENT_CLAIM=on, the default)', () => {
   });
 });
 
-describe('SLUICE_URGENT_CLAIM=off', () => {
+describe('SLUICE_URGENT_CLAIM=off (the default)', () => {
   let fx: GatewayFixture;
 
   before(async () => {
-    fx = await startGatewayFixture('urgent_claim_off', { env: { SLUICE_URGENT_CLAIM: 'off' } });
+    fx = await startGatewayFixture('urgent_claim_off');
   });
 
   after(async () => {

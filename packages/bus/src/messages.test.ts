@@ -53,6 +53,11 @@ const samples: BusMessage[] = [
     at: '2025-01-02T03:04:05+02:00',
   },
   { type: 'wake', reason: 'task.created', step: { resource: 'tool:http', priority: 2 } },
+  {
+    type: 'wake',
+    reason: 'task.created',
+    step: { resource: 'llm', priority: 0, dispatched: true },
+  },
 ];
 
 const bytes = (value: unknown): Uint8Array => new TextEncoder().encode(JSON.stringify(value));
@@ -132,6 +137,10 @@ describe('message codec', () => {
       [{ type: 'wake', reason: 'r', step: null }, /step/],
       [{ type: 'wake', reason: 'r', step: { resource: 'tool:http' } }, /priority/],
       [{ type: 'wake', reason: 'r', step: { priority: 1, resource: 'tool.http' } }, /resource/],
+      [
+        { type: 'wake', reason: 'r', step: { priority: 0, resource: 'llm', dispatched: 1 } },
+        /dispatched/,
+      ],
       [{ type: 'task.cancel', task_id: '>' }, /task_id/],
       [{ ...e, seq: 0 }, /seq/],
       [{ ...e, event: 7 }, /event/],

@@ -38,9 +38,15 @@ export interface Wake {
   /**
    * The ready step that prompted it, when there is one (a created task's first step): the
    * dispatcher need not look when that step's resource is full and the step is not P0 (see the
-   * scheduler's full-resources.ts). Both fields or neither.
+   * scheduler's full-resources.ts). Both fields or neither. `dispatched`: the gateway claimed and
+   * published that step itself (its urgent claim), so no admission pass is needed for it; the
+   * scheduler still notes the P0 work for its urgent-wait guard.
    */
-  readonly step?: { readonly resource: string; readonly priority: Priority };
+  readonly step?: {
+    readonly resource: string;
+    readonly priority: Priority;
+    readonly dispatched?: true;
+  };
 }
 
 /** Abort the running step(s) of a task: it was cancelled. */
@@ -167,16 +173,19 @@ function priorityField(obj: Fields, field: string): Priority {
   return v;
 }
 
-function readyStepField(obj: Fields, field: string): { resource: string; priority: Priority } {
+function readyStepField(obj: Fields, field: string): NonNullable<Wake['step']> {
   const v = obj[field];
   if (typeof v !== 'object' || v === null || Array.isArray(v)) {
     throw new Invalid(`${field} must be an object with resource and priority`);
   }
   const step = v as Fields;
-  return {
+  const ready = {
     resource: nameField(step, 'resource', resourceProblem),
     priority: priorityField(step, 'priority'),
   };
+  if (step.dispatched === undefined || step.dispatched === false) return ready;
+  if (step.dispatched !== true) throw new Invalid(`${field}.dispatched must be a boolean`);
+  return { ...ready, dispatched: true };
 }
 
 /** Validates a parsed object and rebuilds it with only the known fields. */

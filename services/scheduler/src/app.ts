@@ -311,6 +311,8 @@ export async function startScheduler(
         callback: (error, message) => {
           const step = error ? undefined : readyStepOf(message.subject, message.data, logger);
           if (step?.priority === 0) noteUrgentWork(step.resource);
+          // A step the gateway dispatched itself (its urgent claim) is neither ready nor failing.
+          if (step?.dispatched) return;
           if (step === undefined || !fullResources.admitsNothingFor(step)) dispatcher.wake();
           failFast.wake();
         },

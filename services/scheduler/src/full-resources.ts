@@ -19,6 +19,8 @@ import type { Logger } from '@sluice/telemetry';
 export interface ReadyStepNotice {
   readonly resource: string;
   readonly priority: Priority;
+  /** Dispatched already, by the gateway's urgent claim: nothing for admission to do. */
+  readonly dispatched?: true;
 }
 
 export class FullResources {

@@ -146,11 +146,18 @@ describe('the urgent-wait guard', () => {
     assert.deepEqual(guard.caps(), { llm: 16 });
   });
 
-  it('caps nothing at an onset whose P0 steps already start within the target, or a small flood', () => {
+  it('cuts at an onset whose first P0 step started within the target; caps no small flood', () => {
+    // The gateway's urgent claim makes the first start quick whatever the flood does next.
     const quick = new UrgentWaitGuard({ targetMs: TARGET_MS });
     quick.urgentWorkSeen(0, 'llm');
-    assert.deepEqual(quick.assess(reading({ llm: waitsAt(20) }, { llm: 60 }), 10), []);
-    assert.deepEqual(quick.caps(), {});
+    assert.deepEqual(quick.assess(reading({ llm: waitsAt(20) }, { llm: 60 }), 10), [
+      { resource: 'llm', cap: 15, previous: undefined },
+    ]);
+    assert.deepEqual(
+      quick.assess(reading({ llm: waitsAt(20) }, { llm: 15 }), 260),
+      [{ resource: 'llm', cap: 16, previous: 15, waitMs: 20 }],
+      'quick starts then raise the cap by an eighth',
+    );
 
     const small = new UrgentWaitGuard({ targetMs: TARGET_MS });
     small.urgentWorkSeen(0, 'llm');

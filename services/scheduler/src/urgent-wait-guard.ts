@@ -25,9 +25,12 @@
  * - When the resource has had no P0 start for `releaseAfterMs`, the cap is lifted.
  * - When P0 work appears in a resource that has no cap (its onset), the next reading — taken at
  *   once — cuts the P1–P3 steps in flight there to a quarter (at least {@link MIN_CAP}), the
- *   deepest cut a wait can make, unless a P0 step has already started within the target, without
- *   waiting for P0 starts to show the wait: readings come every {@link READ_INTERVAL_MS}, and a
- *   cut takes effect only as the flood's steps in flight finish, so a guard that waited for proof
+ *   deepest cut a wait can make, without waiting for P0 starts to show the wait — even when the
+ *   first P0 step already started within the target: the gateway's urgent claim publishes a P0
+ *   create's step before the scheduler hears of it, so the first start is quick whatever follows
+ *   (session 17, with the urgent claim: the priority benchmark's backlog p99 was 158–210 ms with
+ *   that waiver, 130 without). Readings come every {@link READ_INTERVAL_MS}, and a cut takes
+ *   effect only as the flood's steps in flight finish, so a guard that waited for proof
  *   left the first P0 steps of a flood 2–3× their steady wait for most of a second (session 14:
  *   the first 40 of 500 high-priority jobs of the priority benchmark held every sample above its
  *   p95). Halving instead still left the executors running most of the flood for three quarters
@@ -146,10 +149,10 @@ export class UrgentWaitGuard {
       const { urgent, lower } = reading.inFlight[resource] ?? { urgent: 0, lower: 0 };
       const waits = waitsByResource.get(resource);
       const change =
-        waits !== undefined
-          ? this.#waited(resource, quantile(waits, WAIT_QUANTILE), lower, nowMs)
-          : onsets.has(resource) && !this.#caps.has(resource)
-            ? this.#onset(resource, lower, nowMs)
+        onsets.has(resource) && !this.#caps.has(resource)
+          ? this.#onset(resource, lower, nowMs)
+          : waits !== undefined
+            ? this.#waited(resource, quantile(waits, WAIT_QUANTILE), lower, nowMs)
             : this.#quiet(resource, nowMs);
       if (change) changes.push(change);
       if (this.#caps.has(resource) && this.#urgentInFlight.get(resource) !== urgent) {
@@ -195,7 +198,7 @@ export class UrgentWaitGuard {
     return { resource, cap: next, previous: cap, waitMs };
   }
 
-  /** P0 work appeared where nothing was capped and no P0 step has started yet: cut the flood. */
+  /** P0 work appeared where nothing was capped: cut the flood (unless it is small already). */
   #onset(resource: string, lowerInFlight: number, nowMs: number): CapChange | undefined {
     const cap = Math.max(MIN_CAP, Math.floor(lowerInFlight * ONSET_SHARE));
     if (cap >= lowerInFlight) return undefined;

@@ -241,33 +241,32 @@ export function claimReadyStepsStatement(
     -- index one group at a time: as many index probes as groups, however long the backlog (a
     -- plain DISTINCT read every ready step on every claim).
     with recursive locked as materialized (${heldAdmissionLocks()}),
+    -- With each group its oldest due time, the index's next column: whether the group has a due
+    -- step needs no probe of its own (an \`exists\` for it was planned as a hash semi-join over
+    -- every ready step, a scan of the whole backlog on every claim).
     ready_groups as (
-      (select s.resource, s.tenant_id, s.priority
+      (select s.resource, s.tenant_id, s.priority, s.due_at as first_due
        from task_steps s
        where s.status = 'ready' and ${anyResource}
-       order by s.resource, s.tenant_id, s.priority
+       order by s.resource, s.tenant_id, s.priority, s.due_at
        limit 1)
       union all
-      select next.resource, next.tenant_id, next.priority
+      select next.resource, next.tenant_id, next.priority, next.due_at
       from ready_groups g
       cross join lateral (
-        select s.resource, s.tenant_id, s.priority
+        select s.resource, s.tenant_id, s.priority, s.due_at
         from task_steps s
         where s.status = 'ready'
           and (s.resource, s.tenant_id, s.priority) > (g.resource, g.tenant_id, g.priority)
-        order by s.resource, s.tenant_id, s.priority
+        order by s.resource, s.tenant_id, s.priority, s.due_at
         limit 1
       ) next
     ),
+    -- The groups with a due step: a group's first row in the index is its oldest.
     groups as (
       select s.resource, s.tenant_id, s.priority
       from ready_groups s
-      where ${onlyResources} and ${notHeld} and ${notClosed}
-        and exists (
-          select 1 from task_steps d
-          where d.status = 'ready' and d.resource = s.resource and d.tenant_id = s.tenant_id
-            and d.priority = s.priority and d.due_at <= now()
-        )
+      where ${onlyResources} and ${notHeld} and ${notClosed} and s.first_due <= now()
     ),
     in_flight as (
       select s.resource, s.tenant_id, count(*)::int as n
@@ -382,6 +381,9 @@ export function claimReadyStepsStatement(
           where s.status = 'ready' and s.resource = g.resource and s.tenant_id = g.tenant_id
             and s.priority = g.priority and s.due_at <= now()
             and s.id <> all(array(select id from claimed))
+          -- In the group index's order (the due-time index alone lacks \`id\`): without it a group
+          -- with nothing left, the usual case for P0, was read as a scan of every ready step.
+          order by s.due_at, s.id
           limit 1
         ) waiting
       ) as left_behind

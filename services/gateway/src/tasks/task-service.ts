@@ -185,11 +185,17 @@ export function createTaskService(deps: TaskServiceDeps): Partial<TaskServiceHan
       );
     }
   };
-  /** Counts, logs and announces created tasks: one wake-up per first step's resource and priority. */
+  /**
+   * Counts, logs and announces created tasks: one wake-up per first step's resource and priority,
+   * and one per resource for the P0 steps the create dispatched itself (`claimed`), which need no
+   * admission pass but tell the scheduler's urgent-wait guard that P0 work is about.
+   */
   const announceCreated = (
     created: readonly { task: TaskRecord; taskType: TaskTypeManifest }[],
+    claimed: readonly ClaimedStep[],
   ): void => {
-    const wakes = new Map<string, { resource: string; priority: Priority }>();
+    const dispatched = new Set(claimed.map((step) => step.taskId));
+    const wakes = new Map<string, { resource: string; priority: Priority; dispatched?: true }>();
     for (const { task, taskType } of created) {
       const priority = task.priority as Priority;
       deps.metrics.tasksCreated.inc({ priority: `P${priority}` });
@@ -198,7 +204,11 @@ export function createTaskService(deps: TaskServiceDeps): Partial<TaskServiceHan
         'task created',
       );
       const resource = firstStepOf(taskType).resource;
-      wakes.set(`${resource}\u0000${priority}`, { resource, priority });
+      if (dispatched.has(task.id)) {
+        wakes.set(`${resource}\u0000dispatched`, { resource, priority, dispatched: true });
+      } else {
+        wakes.set(`${resource}\u0000${priority}`, { resource, priority });
+      }
     }
     // New ready steps are admission's business only (not the outcome or settle passes'); the
     // step's resource and priority let admission skip the look when that resource is full.
@@ -350,7 +360,7 @@ export function createTaskService(deps: TaskServiceDeps): Partial<TaskServiceHan
       deps.faultInjection?.afterCreateCommit();
       await dispatchClaimed(claimed);
       if (result.kind === 'created') {
-        announceCreated([{ task: result.task, taskType: create.taskType }]);
+        announceCreated([{ task: result.task, taskType: create.taskType }], claimed);
       }
       return createResponse(result);
     },
@@ -373,6 +383,7 @@ export function createTaskService(deps: TaskServiceDeps): Partial<TaskServiceHan
             ? [{ task: result.task, taskType: batch[index]!.taskType }]
             : [],
         ),
+        claimed,
       );
       return { results: results.map(createResponse) };
     },
