@@ -1,5 +1,5 @@
 /**
- * The urgent claim (`SLUICE_URGENT_CLAIM=on`) on the whole stack: a P0 task's first step reaches
+ * The urgent claim (`SLUICE_URGENT_CLAIM=on`, the default) on the whole stack: a P0 task's first step reaches
  * its executor with no scheduler running (the gateway claimed and published it), and once the
  * scheduler runs, the task goes on and succeeds with each step dispatched and run once — the
  * gateway's dispatch is an ordinary one to the executor, the outcome applier and the reconciler.

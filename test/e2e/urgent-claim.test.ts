@@ -2,8 +2,7 @@
  * The urgent claim through the real gateway, NATS and Postgres, with no scheduler running: a create
  * of P0 work publishes its first step itself (the step `dispatched`, its stream sequence recorded,
  * the message on the resource's P0 subject, in the task's trace); lower priorities, an open breaker
- * the governor reports, and the default `SLUICE_URGENT_CLAIM=off` leave the step ready for the
- * scheduler.
+ * the governor reports, and `SLUICE_URGENT_CLAIM=off` leave the step ready for the scheduler.
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
@@ -42,14 +41,14 @@ async function storedDispatch(fx: GatewayFixture, jsm: JetStreamManager, seq: nu
   };
 }
 
-describe('the urgent claim (SLUICE_URGENT_CLAIM=on)', () => {
+describe('the urgent claim (SLUICE_URGENT_CLAIM=on, the default)', () => {
   let fx: GatewayFixture;
   let client: TaskClient;
   let nc: NatsConnection;
   let jsm: JetStreamManager;
 
   before(async () => {
-    fx = await startGatewayFixture('urgent_claim', { env: { SLUICE_URGENT_CLAIM: 'on' } });
+    fx = await startGatewayFixture('urgent_claim');
     client = fx.client(await fx.tenantWithKey('acme'));
     nc = await connectNats({ url: natsUrl(), name: 'urgent-claim-test' });
     jsm = await jetstreamManager(nc);
@@ -162,11 +161,11 @@ describe('the urgent claim (SLUICE_URGENT_CLAIM=on)', () => {
   });
 });
 
-describe('SLUICE_URGENT_CLAIM=off (the default)', () => {
+describe('SLUICE_URGENT_CLAIM=off', () => {
   let fx: GatewayFixture;
 
   before(async () => {
-    fx = await startGatewayFixture('urgent_claim_off');
+    fx = await startGatewayFixture('urgent_claim_off', { env: { SLUICE_URGENT_CLAIM: 'off' } });
   });
 
   after(async () => {

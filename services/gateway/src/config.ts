@@ -22,11 +22,10 @@ export const GATEWAY_ENV = {
   /**
    * The urgent claim: `on`, a create of P0 work claims its first step in the create's own
    * transaction (within admission's limits) and publishes it before answering, so the step needs
-   * no scheduler pass; `off`, every step waits for the scheduler's admission. Off by default: under
-   * a backlog the claim costs each P0 create more than the scheduler's hop it saves (issue 7,
-   * session 17, docs/benchmarks).
+   * no scheduler pass; `off`, every step waits for the scheduler's admission (issue 7, session 17:
+   * P0's wait shorter with it, idle and under a backlog; docs/benchmarks).
    */
-  SLUICE_URGENT_CLAIM: enumVar(['on', 'off'], 'off'),
+  SLUICE_URGENT_CLAIM: enumVar(['on', 'off'], 'on'),
   SLUICE_GRPC_HOST: z.string().min(1).default('127.0.0.1'),
   /** Port of the gRPC API; 0 picks a free one. */
   SLUICE_GRPC_PORT: intVar(50_051, 0, 65_535),
