@@ -26,6 +26,7 @@ import {
   SpanKind,
   withContinuedSpan,
   type Logger,
+  type Metrics,
   type Tracer,
 } from '@sluice/telemetry';
 import type { BusCatalog } from './catalog.js';
@@ -71,11 +72,16 @@ export interface DispatchPublishDeps {
   /** The publishing service's tracer (the send spans are its). */
   readonly tracer: Tracer;
   readonly log: Logger;
+  /** Counts each stored publication (`stepsDispatched`, by resource and priority). */
+  readonly metrics: Metrics;
   /** Sees each failed publication (a missing stream must be recreated before any can succeed). */
   readonly onPublishFailed?: (error: unknown) => void;
 }
 
-/** Publishes every step at once; reports which were stored and which failed (logged as warnings). */
+/**
+ * Publishes every step at once; reports which were stored (counted as dispatched) and which failed
+ * (logged as warnings).
+ */
 export async function publishClaimedSteps(
   deps: DispatchPublishDeps,
   steps: readonly StepToPublish[],
@@ -93,6 +99,10 @@ export async function publishClaimedSteps(
     };
     if (result.status === 'fulfilled') {
       published.push({ ...dispatch, publishSeq: result.value });
+      deps.metrics.stepsDispatched.inc({
+        resource: step.resource,
+        priority: priorityLabel(step.priority),
+      });
     } else {
       failed.push(dispatch);
       deps.onPublishFailed?.(result.reason);

@@ -12,7 +12,6 @@
  */
 import type { JetStreamClient } from '@nats-io/jetstream';
 import { publishClaimedSteps, type BusCatalog } from '@sluice/bus';
-import { priorityLabel } from '@sluice/core';
 import {
   claimAdmission,
   DEFAULT_ADMISSION,
@@ -90,12 +89,6 @@ export async function dispatchBatch(deps: DispatcherDeps): Promise<DispatchPass>
     { ...deps, tracer: tracerFor(SCHEDULER_TRACER) },
     claimed,
   );
-  for (const step of published) {
-    deps.metrics.stepsDispatched.inc({
-      resource: step.resource,
-      priority: priorityLabel(step.priority),
-    });
-  }
   if (deps.publications) await deps.publications.record(published);
   else await recordPublishSeqs(deps.db, published);
   await releaseClaims(deps.db, failed);

@@ -8,7 +8,6 @@
 import type { JetStreamClient } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { encodeMessage, publishClaimedSteps, type BusCatalog } from '@sluice/bus';
-import { priorityLabel } from '@sluice/core';
 import { recordPublishSeqs, releaseClaims, type ClaimedStep, type Database } from '@sluice/db';
 import type { Logger, Metrics, Tracer } from '@sluice/telemetry';
 
@@ -29,12 +28,6 @@ export async function dispatchUrgentSteps(
 ): Promise<void> {
   if (claimed.length === 0) return;
   const { published, failed } = await publishClaimedSteps(deps, claimed);
-  for (const step of published) {
-    deps.metrics.stepsDispatched.inc({
-      resource: step.resource,
-      priority: priorityLabel(step.priority),
-    });
-  }
   await recordPublishSeqs(deps.db, published);
   if (failed.length === 0) return;
   await releaseClaims(deps.db, failed);
