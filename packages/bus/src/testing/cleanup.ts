@@ -1,6 +1,7 @@
 /**
- * Removes what tests leave on a shared NATS server: the streams (`<PREFIX>_*`) and KV buckets
- * (`KV_<prefix>_*`) of a test's prefix. JetStream reserves each stream's `max_bytes` of the
+ * Removes what tests leave on a shared NATS server: the streams (`<PREFIX>_*`, or a test's own
+ * `<prefix>_*`: stream names are case-sensitive and the prefix is matched in either case) and KV
+ * buckets (`KV_<prefix>_*`) of a test's prefix. JetStream reserves each stream's `max_bytes` of the
  * server's store, so leftovers would soon make new streams fail with "insufficient storage".
  */
 import { jetstreamManager, type JetStreamManager } from '@nats-io/jetstream';
@@ -24,7 +25,7 @@ export async function deleteStaleTestResources(url: string, olderThanMs: number)
     deleteStreamsWhere(
       jsm,
       (name, created) =>
-        (name.startsWith(TEST_PREFIX_START.toUpperCase()) ||
+        (name.toUpperCase().startsWith(TEST_PREFIX_START.toUpperCase()) ||
           name.startsWith(`KV_${TEST_PREFIX_START}`)) &&
         created < cutoff,
     ),
@@ -32,7 +33,10 @@ export async function deleteStaleTestResources(url: string, olderThanMs: number)
 }
 
 function ownedBy(stream: string, prefix: string): boolean {
-  return stream.startsWith(`${prefix.toUpperCase()}_`) || stream.startsWith(`KV_${prefix}_`);
+  return (
+    stream.toUpperCase().startsWith(`${prefix.toUpperCase()}_`) ||
+    stream.startsWith(`KV_${prefix}_`)
+  );
 }
 
 async function deleteStreamsWhere(
