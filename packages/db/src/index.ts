@@ -97,7 +97,7 @@ export {
 } from './queries/tasks.js';
 export { submitTasks, submitTasksClaiming } from './queries/task-batch.js';
 export type { SubmittedTasks, UrgentClaim } from './queries/task-batch.js';
-export { claimUrgentSteps } from './queries/urgent-claim.js';
+export { claimUrgentSteps, prepareUrgentClaim } from './queries/urgent-claim.js';
 export { hashJson } from './queries/task-keys.js';
 export type {
   CreateTaskResult,

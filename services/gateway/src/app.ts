@@ -15,7 +15,13 @@ import {
   type DecisionView,
 } from '@sluice/bus';
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
-import { migrateDatabase, openDatabase } from '@sluice/db';
+import {
+  DEFAULT_POOL_SIZE,
+  migrateDatabase,
+  openDatabase,
+  prepareUrgentClaim,
+  type DatabaseHandle,
+} from '@sluice/db';
 import { configuredAdmission } from '@sluice/runtime';
 import {
   createLogger,
@@ -49,6 +55,23 @@ const GRPC_ENVELOPE_HEADROOM_BYTES = 1024 * 1024;
 /** How long `stop` lets calls finish (watch streams are ended at once). */
 const STOP_GRACE_MS = 5_000;
 
+/**
+ * Plans the urgent claim on each connection of the pool before the gateway serves, so the first P0
+ * creates do not plan it while holding an admission lock (see `prepareUrgentClaim`). Only an
+ * optimisation: when it fails, the first creates plan the claim themselves.
+ */
+async function planUrgentClaim(
+  database: DatabaseHandle,
+  config: GatewayConfig,
+  logger: Logger,
+): Promise<void> {
+  try {
+    await prepareUrgentClaim(database.db, DEFAULT_POOL_SIZE, configuredAdmission(config));
+  } catch (error) {
+    logger.warn({ err: error }, 'could not plan the urgent claim ahead; the first P0 creates will');
+  }
+}
+
 export async function startGateway(
   config: GatewayConfig,
   options: { log?: Logger; tracing?: Tracing } = {},
@@ -78,6 +101,7 @@ export async function startGateway(
       staleAfterMs: config.SLUICE_DECISION_STALE_MS,
       log: logger,
     });
+    if (config.SLUICE_URGENT_CLAIM === 'on') await planUrgentClaim(database, config, logger);
     grpc = createGrpcServer({
       logger,
       unaryDeadlineMs: config.SLUICE_UNARY_TIMEOUT_MS,

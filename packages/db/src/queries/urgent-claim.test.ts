@@ -1,17 +1,19 @@
 /**
  * The urgent claim against a real Postgres: a create of P0 work claims its first step in its own
  * transaction, under admission's rules (limits, open breakers, holds), never a lower priority's
- * step, never more steps than it created P0 tasks, and never by waiting for a scheduler's claim.
+ * step, never more steps than it created P0 tasks, and never by waiting for a scheduler's claim;
+ * planned ahead on a pool's connections, it leaves a generic plan there and changes nothing.
  */
 import assert from 'node:assert/strict';
 import { afterEach, beforeEach, describe, it } from 'node:test';
 import { sql } from 'drizzle-orm';
 import type { Priority } from '@sluice/core';
-import type { DatabaseHandle } from '../client.js';
+import { openDatabase, type DatabaseHandle } from '../client.js';
 import { openTaskTypeDatabase, type TaskTypeDatabase } from '../testing/index.js';
 import { ADMISSION_LOCK_NAMESPACE, setResourceLimit } from './admission.js';
 import type { AdmissionSettings } from './steps.js';
 import { submitTasks, submitTasksClaiming } from './task-batch.js';
+import { prepareUrgentClaim } from './urgent-claim.js';
 import type { TaskTypeManifest } from './task-types.js';
 import type { NewTask, SubmitTaskResult } from './tasks.js';
 
@@ -173,4 +175,33 @@ describe('the urgent claim of a create', () => {
       assert.equal(after.claimed.length, 1, 'the lock is free again');
     },
   );
+});
+
+describe('planning the urgent claim ahead', () => {
+  it('leaves a generic plan of the claim on the connection and claims nothing', async () => {
+    const [urgent] = await readyTasks(0, 1);
+    // One connection, so the reads below see its prepared statements.
+    const single = openDatabase(fixture.database.url, { max: 1 });
+    try {
+      await prepareUrgentClaim(single.db, 1, admission);
+      const plans = await single.sql<{ generic_plans: string }[]>`
+        select generic_plans from pg_prepared_statements
+        where statement like '%pg_try_advisory_xact_lock%'
+           or statement like '%ready_groups%'`;
+      assert.ok(plans.length > 0, 'the claim is prepared on the connection');
+      assert.ok(
+        plans.some((plan) => Number(plan.generic_plans) > 0),
+        'with a generic plan made',
+      );
+    } finally {
+      await single.close();
+    }
+    assert.deepEqual(await stepStatuses(urgent as string), ['ready'], 'nothing claimed');
+    const { claimed } = await submitTasksClaiming(handle.db, [task(0)], { admission });
+    assert.deepEqual(
+      claimed.map((step) => step.taskId),
+      [urgent],
+      'no lock or claim left behind',
+    );
+  });
 });

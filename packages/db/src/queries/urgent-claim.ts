@@ -14,9 +14,9 @@
  * (`pg_try_advisory_xact_lock`); when a scheduler's claim holds it, nothing is claimed here and
  * the scheduler, woken by the create as before, admits the step.
  */
-import { sql } from 'drizzle-orm';
+import { sql, TransactionRollbackError } from 'drizzle-orm';
 import type { Priority } from '@sluice/core';
-import type { Transaction } from '../client.js';
+import type { Database, Transaction } from '../client.js';
 import { ADMISSION_LOCK_NAMESPACE, admissionLockKeyOf } from './admission.js';
 import { textArrayOf } from './batch-input.js';
 import {
@@ -63,3 +63,35 @@ export async function claimUrgentSteps(
   const [, , rows] = await Promise.all([planning, locking, claiming]);
   return claimedStepsOf(rows);
 }
+
+/**
+ * Plans the urgent claim on up to `connections` connections of `db`'s pool ahead of the first P0
+ * creates: each runs it once, in a transaction that is rolled back, on a resource no step has (so
+ * it locks nothing another claimer takes and claims nothing). Planned on first use instead, the
+ * statement costs 17–22 ms on an idle machine, several times that under load, and a create plans
+ * it after taking the resource's admission lock: at the onset of P0 work in a backlog, the first
+ * creates on each connection held the lock through their planning, made the next creates' tries
+ * fail and left their steps to the scheduler (issue 7, session 18). A connection the pool opens
+ * later (after a reconnect) plans on its first create, as before.
+ */
+export async function prepareUrgentClaim(
+  db: Database,
+  connections: number,
+  admission: AdmissionSettings,
+): Promise<void> {
+  await Promise.all(
+    Array.from({ length: connections }, () =>
+      db
+        .transaction(async (tx) => {
+          await claimUrgentSteps(tx, [NO_RESOURCE], 1, admission);
+          tx.rollback();
+        })
+        .catch((error: unknown) => {
+          if (!(error instanceof TransactionRollbackError)) throw error;
+        }),
+    ),
+  );
+}
+
+/** A resource name no step can have (resource names are never empty). */
+const NO_RESOURCE = '';
