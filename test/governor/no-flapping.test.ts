@@ -17,7 +17,7 @@ import {
   decodeDecision,
   type GovernorDecision,
 } from '@sluice/bus';
-import { natsUrl, uniquePrefix } from '@sluice/bus/testing';
+import { deletePrefixResources, natsUrl, uniquePrefix } from '@sluice/bus/testing';
 import type { NatsConnection } from '@nats-io/transport-node';
 import {
   createTask,
@@ -52,6 +52,8 @@ let database: TestDatabase;
 let handle: DatabaseHandle;
 let nc: NatsConnection;
 let governor: Governor;
+/** The run's NATS prefix (its streams and buckets are removed from the shared server after). */
+const prefix = uniquePrefix('flap');
 const decisions: Array<{ atMs: number; decision: GovernorDecision }> = [];
 
 before(async () => {
@@ -67,7 +69,6 @@ before(async () => {
       input: { i },
     });
   }
-  const prefix = uniquePrefix('flap');
   nc = await connectNats({ url: natsUrl(), name: 'no-flapping-test' });
   nc.subscribe(createBusCatalog(prefix).subjects.governorDecisions, {
     callback: (error, message) => {
@@ -91,6 +92,7 @@ before(async () => {
 after(async () => {
   await governor?.stop();
   if (nc) await closeNats(nc);
+  await deletePrefixResources(natsUrl(), prefix);
   await handle?.close();
   await database?.drop();
 });

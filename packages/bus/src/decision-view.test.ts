@@ -9,17 +9,20 @@ import {
   normalDecision,
   type GovernorDecision,
 } from './governor-decision.js';
-import { natsUrl, uniquePrefix } from './testing/index.js';
+import { deletePrefixResources, natsUrl, uniquePrefix } from './testing/index.js';
 import { openKvBuckets } from './topology.js';
 
 const quiet = { warn: () => undefined, info: () => undefined };
 
 let nc: NatsConnection;
+/** The prefix of the test that opens the KV buckets (removed from the shared server after). */
+const viewPrefix = uniquePrefix('view');
 before(async () => {
   nc = await connect({ servers: natsUrl() });
 });
 after(async () => {
   await nc.drain();
+  await deletePrefixResources(natsUrl(), viewPrefix);
 });
 
 function publish(subject: string, decision: GovernorDecision): void {
@@ -37,7 +40,7 @@ async function until(what: string, probe: () => boolean): Promise<void> {
 
 describe('startDecisionView', () => {
   it('starts from the stored decision, follows newer ones and ignores older epochs', async () => {
-    const catalog = createBusCatalog(uniquePrefix('view'));
+    const catalog = createBusCatalog(viewPrefix);
     const { governor } = await openKvBuckets(nc, catalog, { leaseTtlMs: 5_000 });
     const subject = catalog.subjects.governorDecisions;
     const stored = { ...normalDecision(5, 'g5'), holds: [3] as const };
