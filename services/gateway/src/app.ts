@@ -15,13 +15,7 @@ import {
   type DecisionView,
 } from '@sluice/bus';
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
-import {
-  DEFAULT_POOL_SIZE,
-  migrateDatabase,
-  openDatabase,
-  prepareUrgentClaim,
-  type DatabaseHandle,
-} from '@sluice/db';
+import { migrateDatabase, openDatabase, prepareUrgentClaim, type DatabaseHandle } from '@sluice/db';
 import { configuredAdmission } from '@sluice/runtime';
 import {
   createLogger,
@@ -66,7 +60,9 @@ async function planUrgentClaim(
   logger: Logger,
 ): Promise<void> {
   try {
-    await prepareUrgentClaim(database.db, DEFAULT_POOL_SIZE, configuredAdmission(config));
+    // As many as the pool opens, read from the pool itself so the two cannot drift apart.
+    const connections = database.sql.options.max;
+    await prepareUrgentClaim(database.db, connections, configuredAdmission(config));
   } catch (error) {
     logger.warn({ err: error }, 'could not plan the urgent claim ahead; the first P0 creates will');
   }
