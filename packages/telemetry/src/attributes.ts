@@ -28,6 +28,12 @@ export const ATTR_TASK_TYPE = 'sluice.task.type';
 export const ATTR_STEP_ATTEMPT = 'sluice.step.attempt';
 
 /**
+ * How many creates shared the transaction of a task's create (the gateway group-commits concurrent
+ * `CreateTask`s of a tenant; 1: written alone), on the create's database span.
+ */
+export const ATTR_CREATE_GROUP_SIZE = 'sluice.create.group_size';
+
+/**
  * The span event of one state change of a task, on a span in the task's trace. Its attributes:
  * {@link ATTR_TASK_EVENT}, {@link ATTR_TASK_STATUS_FROM}, {@link ATTR_TASK_STATUS_TO} and, when the
  * change is about a step, {@link ATTR_STEP}.

@@ -28,6 +28,7 @@
  * @packageDocumentation
  */
 export {
+  ATTR_CREATE_GROUP_SIZE,
   ATTR_PRIORITY,
   ATTR_RESOURCE,
   ATTR_RETRY_NEXT_ATTEMPT_AT,

@@ -22,6 +22,7 @@ import {
 } from '@sluice/bus';
 import { urgentReserveSlots } from '@sluice/core';
 import {
+  GroupWriter,
   migrateDatabase,
   openDatabase,
   recordStepOutcomes,
@@ -44,7 +45,6 @@ import { retryWhileDatabaseDown } from './database-outage.js';
 import { startGovernorReporter, type GovernorReporter } from './governor-report.js';
 import { startHttpInstrumentation } from './http-instrumentation.js';
 import { createLlmGate } from './llm-gate.js';
-import { GroupWriter } from './group-writer.js';
 import { startPriorityPuller, type PriorityPuller } from './priority-puller.js';
 import { Slots } from './slots.js';
 import { RunningSteps, runDispatchedStep, type StepRunnerDeps } from './step-runner.js';

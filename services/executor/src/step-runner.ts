@@ -27,6 +27,7 @@ import {
   startStep,
   withDatabaseSpan,
   type Database,
+  type GroupWriter,
   type OutcomeToRecord,
   type StepDispatchRef,
   type StepRecord,
@@ -39,7 +40,6 @@ import type { Logger, Metrics } from '@sluice/telemetry';
 import { classifyStepError, type AbortReason } from './classify-error.js';
 import { createLlmClient, type LlmClientOptions } from './llm-client.js';
 import type { LlmGate } from './llm-gate.js';
-import type { GroupWriter } from './group-writer.js';
 import { createProgressReporter } from './progress-reporter.js';
 import { buildStepContext, type StepHistory } from './step-context.js';
 import { recordTaskStarted, runInStepSpan } from './step-span.js';

@@ -29,7 +29,6 @@ import {
   listTasks,
   nextAttemptAt,
   queueStanding,
-  submitTasksClaiming,
   withDatabaseSpan,
   type AdmissionSettings,
   type ClaimedStep,
@@ -42,6 +41,7 @@ import {
 } from '@sluice/db';
 import type { Tracer } from '@opentelemetry/api';
 import {
+  ATTR_CREATE_GROUP_SIZE,
   ATTR_TASK_EVENT,
   ATTR_TASK_ID,
   ATTR_TASK_STATUS_FROM,
@@ -104,6 +104,7 @@ import {
 } from './mapping.js';
 import { decodePageToken, encodePageToken } from './page-token.js';
 import { dispatchUrgentSteps } from './urgent-dispatch.js';
+import { CreateGroups } from './create-groups.js';
 
 /** What the handlers need. */
 export interface TaskServiceDeps {
@@ -185,6 +186,15 @@ export function createTaskService(deps: TaskServiceDeps): Partial<TaskServiceHan
       );
     }
   };
+  /** Concurrent `CreateTask`s of a tenant, written together. */
+  const createGroups = new CreateGroups({
+    db: deps.db,
+    urgentClaimFor,
+    afterCommit: async (claimed) => {
+      deps.faultInjection?.afterCreateCommit();
+      await dispatchClaimed(claimed);
+    },
+  });
   /**
    * Counts, logs and announces created tasks: one wake-up per first step's resource and priority,
    * and one per resource for the P0 steps the create dispatched itself (`claimed`), which need no
@@ -336,7 +346,6 @@ export function createTaskService(deps: TaskServiceDeps): Partial<TaskServiceHan
       });
       refuseWhenShedding([create.priority]);
 
-      const urgent = urgentClaimFor([create.priority]);
       const attributes = createSpanAttributes(tenantId, create);
       const { result, claimed } = await withSpan(
         deps.tracer,
@@ -345,20 +354,21 @@ export function createTaskService(deps: TaskServiceDeps): Partial<TaskServiceHan
         async (span) => {
           // The root span of the task's trace: stored on the task, continued by every later step.
           const task = newTaskOf(tenantId, create, traceparentOfActiveSpan());
-          // The create transaction, a database client span under this one.
-          const submitted = await withDatabaseSpan(
+          // The create's write (its group's transaction, see create-groups.ts), a database client
+          // span under this one, from the call's turn to the commit.
+          const urgent = create.priority === 0 && deps.urgentClaim !== undefined;
+          const grouped = await withDatabaseSpan(
             deps.db,
-            { summary: createSummary(create.idempotencyKey !== '', urgent !== undefined) },
-            () => submitTasksClaiming(deps.db, [task], urgent),
+            {
+              summary: createSummary(create.idempotencyKey !== '', urgent),
+              resultAttributes: (written) => ({ [ATTR_CREATE_GROUP_SIZE]: written.groupSize }),
+            },
+            () => createGroups.write(task),
           ).catch(asAlreadyExists);
-          const [first] = submitted.results;
-          if (!first) throw new Error('the create answered nothing');
-          if (first.kind === 'created') recordCreated(span, first.task);
-          return { result: first, claimed: submitted.claimed };
+          if (grouped.result.kind === 'created') recordCreated(span, grouped.result.task);
+          return grouped;
         },
       );
-      deps.faultInjection?.afterCreateCommit();
-      await dispatchClaimed(claimed);
       if (result.kind === 'created') {
         announceCreated([{ task: result.task, taskType: create.taskType }], claimed);
       }

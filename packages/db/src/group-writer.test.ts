@@ -1,11 +1,11 @@
 /**
  * The group writer without a database: an idle writer writes at once, items that arrive during a
- * write go together in the next (up to the most per write), a deadlock is tried again and another
- * failure fails only its own batch.
+ * write go together in the next (up to the most per write, never two of one exclusive key), a
+ * deadlock is tried again and another failure fails only its own batch.
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import type { OutcomeToRecord } from '@sluice/db';
+import type { OutcomeToRecord } from './queries/steps.js';
 import { GroupWriter } from './group-writer.js';
 
 const ref = (seq: number) => ({ taskId: 't', seq, dispatch: 1 });
@@ -91,5 +91,45 @@ describe('GroupWriter', () => {
     await settle();
     calls[3]?.answer([true]);
     assert.equal(await after, true, 'later outcomes are written as usual');
+  });
+
+  it('keeps items of one exclusive key in separate writes, in arrival order, and says when idle', async () => {
+    const calls: Array<{ items: string[]; answer: () => void }> = [];
+    const writer = new GroupWriter<string, string>(
+      (items) =>
+        new Promise((resolve) =>
+          calls.push({ items, answer: () => resolve(items.map((item) => `wrote ${item}`)) }),
+        ),
+      10,
+      (item) => (item.startsWith('-') ? undefined : item.slice(0, 1)),
+    );
+    assert.equal(writer.idle, true);
+    const first = writer.write('a1');
+    await settle();
+    assert.equal(writer.idle, false);
+    const later = ['a2', 'b1', '-x', 'a3', '-y', 'b2', 'c1'].map((item) => writer.write(item));
+    await settle();
+    calls[0]?.answer();
+    await settle();
+    assert.deepEqual(
+      calls[1]?.items,
+      ['a2', 'b1', '-x', '-y', 'c1'],
+      'one of each key, keyless ones all',
+    );
+    calls[1]?.answer();
+    await settle();
+    assert.deepEqual(calls[2]?.items, ['a3', 'b2'], 'the ones left over, in the order they came');
+    calls[2]?.answer();
+    assert.equal(await first, 'wrote a1');
+    assert.deepEqual(await Promise.all(later), [
+      'wrote a2',
+      'wrote b1',
+      'wrote -x',
+      'wrote a3',
+      'wrote -y',
+      'wrote b2',
+      'wrote c1',
+    ]);
+    assert.equal(writer.idle, true);
   });
 });

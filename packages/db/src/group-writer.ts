@@ -1,11 +1,11 @@
 /**
  * Group writes to Postgres: items that arrive while an earlier write is on its way wait for it and
  * then go together, in one statement and one commit. Under load the statements per item fall as
- * the concurrency rises, while an idle executor still writes each item at once, without waiting to
+ * the concurrency rises, while an idle writer still writes each item at once, without waiting to
  * gather more. The executor group-starts steps (`startUsualSteps`) and group-commits their outcomes
- * (`recordStepOutcomes`) this way.
+ * (`recordStepOutcomes`) this way; the gateway group-commits the concurrent creates of a tenant.
  */
-import { isDeadlock } from '@sluice/db';
+import { isDeadlock } from './deadlock.js';
 
 /** Items per statement at most (a burst larger than this takes several writes in a row). */
 export const MAX_ITEMS_PER_WRITE = 64;
@@ -26,6 +26,12 @@ interface Waiting<Item, Answer> {
   reject(error: unknown): void;
 }
 
+/**
+ * Items that must not share a write answer the same key (e.g. two creates with one idempotency
+ * key: one statement cannot both insert and find the same row); `undefined` goes with anything.
+ */
+export type ExclusiveKey<Item> = (item: Item) => string | undefined;
+
 /** Writes items, gathering those that arrive while a write is in flight. */
 export class GroupWriter<Item, Answer> {
   private waiting: Array<Waiting<Item, Answer>> = [];
@@ -34,7 +40,13 @@ export class GroupWriter<Item, Answer> {
   constructor(
     private readonly writer: GroupWrite<Item, Answer>,
     private readonly maxPerWrite = MAX_ITEMS_PER_WRITE,
+    private readonly exclusiveKey?: ExclusiveKey<Item>,
   ) {}
+
+  /** Nothing waits and nothing is being written. */
+  get idle(): boolean {
+    return !this.writing && this.waiting.length === 0;
+  }
 
   /** Writes `item`; resolves with its answer once its write committed, rejects when it failed. */
   write(item: Item): Promise<Answer> {
@@ -48,7 +60,7 @@ export class GroupWriter<Item, Answer> {
     this.writing = true;
     try {
       while (this.waiting.length > 0) {
-        const batch = this.waiting.splice(0, this.maxPerWrite);
+        const batch = this.takeBatch();
         try {
           const answers = await this.writeTrying(batch.map((w) => w.item));
           batch.forEach((w, index) => w.resolve(answers[index] as Answer));
@@ -59,6 +71,29 @@ export class GroupWriter<Item, Answer> {
     } finally {
       this.writing = false;
     }
+  }
+
+  /**
+   * The next write's items, in arrival order: up to the most per write, skipping an item whose
+   * exclusive key an earlier one of the batch has (it waits, ahead of later arrivals, for the next).
+   */
+  private takeBatch(): Array<Waiting<Item, Answer>> {
+    const keyOf = this.exclusiveKey;
+    if (!keyOf) return this.waiting.splice(0, this.maxPerWrite);
+    const batch: Array<Waiting<Item, Answer>> = [];
+    const left: Array<Waiting<Item, Answer>> = [];
+    const keys = new Set<string>();
+    for (const waiting of this.waiting) {
+      const key = keyOf(waiting.item);
+      if (batch.length >= this.maxPerWrite || (key !== undefined && keys.has(key))) {
+        left.push(waiting);
+        continue;
+      }
+      if (key !== undefined) keys.add(key);
+      batch.push(waiting);
+    }
+    this.waiting = left;
+    return batch;
   }
 
   private async writeTrying(items: Item[]): Promise<Answer[]> {
