@@ -10,7 +10,11 @@ import { readdirSync } from 'node:fs';
 import { MIGRATIONS_FOLDER, migrateDatabase } from './migrate.js';
 import { applyTransition, applyTransitions } from './transition.js';
 import { createApiKey, createTenant, findKeyOwner } from './queries/tenants.js';
-import { registerTaskType, type TaskTypeManifest } from './queries/task-types.js';
+import {
+  findLatestTaskTypes,
+  registerTaskType,
+  type TaskTypeManifest,
+} from './queries/task-types.js';
 import { createTask, listTaskEvents, type TaskRecord } from './queries/tasks.js';
 import { claimReadySteps } from './queries/steps.js';
 import { ADMISSION_RATE_WINDOW_MS, estimateWaitMs, queueStanding } from './queries/queue.js';
@@ -94,6 +98,23 @@ describe('API keys', () => {
       rows.every((row) => row['key_hash'] !== key),
       'the key itself is never stored',
     );
+  });
+});
+
+describe('task types', () => {
+  it('findLatestTaskTypes reads the latest version of each type named, leaving out unknown ones', async () => {
+    const v1 = { ...manifest, name: 'versioned' };
+    await registerTaskType(handle.db, v1);
+    await registerTaskType(handle.db, { ...v1, version: 2, description: 'second' });
+    const types = await findLatestTaskTypes(handle.db, ['versioned', 'two-steps', 'unknown']);
+    assert.deepEqual(
+      [...types].map(([name, type]) => [name, type.version, type.description]).sort(),
+      [
+        ['two-steps', 1, ''],
+        ['versioned', 2, 'second'],
+      ],
+    );
+    assert.deepEqual(await findLatestTaskTypes(handle.db, []), new Map());
   });
 });
 

@@ -15,6 +15,7 @@ export { openDatabase, DEFAULT_POOL_SIZE, DEFAULT_CONNECT_TIMEOUT_MS } from './c
 export { isDatabaseUnavailable } from './unavailable.js';
 export { isDeadlock } from './deadlock.js';
 export { GroupWriter, MAX_ITEMS_PER_WRITE, type GroupWrite } from './group-writer.js';
+export { GroupReader, type GroupRead } from './group-reader.js';
 export {
   ATTR_DB_COLLECTION_NAME,
   ATTR_DB_NAMESPACE,
@@ -67,10 +68,17 @@ export type {
   TransitionRequest,
   TransitionResult,
 } from './transition.js';
-export { createApiKey, createTenant, findKeyOwner, hashApiKey } from './queries/tenants.js';
+export {
+  createApiKey,
+  createTenant,
+  findKeyOwner,
+  findKeyOwners,
+  hashApiKey,
+} from './queries/tenants.js';
 export type { KeyOwner } from './queries/tenants.js';
 export {
   findLatestTaskType,
+  findLatestTaskTypes,
   findTaskType,
   firstStepOf,
   registerTaskType,

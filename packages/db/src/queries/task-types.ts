@@ -6,6 +6,7 @@ import { and, eq, sql } from 'drizzle-orm';
 import type { Executor } from '../client.js';
 import { recordOf } from '../raw-rows.js';
 import { taskTypes, type ManifestStep } from '../schema.js';
+import { textArrayOf } from './batch-input.js';
 
 /** What a step does while its resource's circuit breaker is open (the SDK's `whileBreakerOpen`). */
 export type WhileBreakerOpen = NonNullable<ManifestStep['whileBreakerOpen']>;
@@ -72,6 +73,27 @@ export async function findLatestTaskType(
     select * from task_types where name = ${name} order by version desc limit 1`);
   const row = rows[0];
   return row && recordOf(taskTypes, row);
+}
+
+/**
+ * {@link findLatestTaskType} for several names in one statement (the gateway's lookups of
+ * concurrent creates): the latest version of each type found, by name.
+ */
+export async function findLatestTaskTypes(
+  executor: Executor,
+  names: readonly string[],
+): Promise<Map<string, TaskTypeManifest>> {
+  const types = new Map<string, TaskTypeManifest>();
+  if (names.length === 0) return types;
+  const rows = await executor.execute<Record<string, unknown>>(sql`
+    select distinct on (name) * from task_types
+    where name = any(${textArrayOf(names)})
+    order by name, version desc`);
+  for (const row of rows) {
+    const type = recordOf(taskTypes, row);
+    types.set(type.name, type);
+  }
+  return types;
 }
 
 /** One exact version of a type (what a task pinned), or `undefined`. */

@@ -1,6 +1,7 @@
 /**
  * The tenant and API key queries against the real Postgres: creation, keyset listing, key
- * issuance for a missing tenant (also inside a transaction), and revocation under a race.
+ * issuance for a missing tenant (also inside a transaction), revocation under a race, and keys
+ * looked up together.
  */
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
@@ -12,6 +13,7 @@ import {
   createApiKey,
   createTenant,
   findKeyOwner,
+  findKeyOwners,
   findTenant,
   issueApiKey,
   listApiKeys,
@@ -108,5 +110,25 @@ describe('API keys', () => {
     assert.equal(await findKeyOwner(handle.db, secret), undefined, 'the key no longer works');
     assert.equal(await revokeApiKey(handle.db, randomUUID()), 'not_found');
     assert.equal(await revokeApiKey(handle.db, 'not-a-uuid'), 'not_found');
+  });
+
+  it('findKeyOwners finds the owner of each live key of a list, leaving out unknown and revoked ones', async () => {
+    await createTenant(handle.db, { id: 'owners-a' });
+    await createTenant(handle.db, { id: 'owners-b' });
+    const a = await createApiKey(handle.db, { tenantId: 'owners-a' });
+    const b = await issueApiKey(handle.db, { tenantId: 'owners-b', isAdmin: true });
+    const revoked = await issueApiKey(handle.db, { tenantId: 'owners-b' });
+    if (b === 'tenant_not_found' || revoked === 'tenant_not_found') throw new Error('no tenant');
+    assert.equal(typeof (await revokeApiKey(handle.db, revoked.key.id)), 'object');
+
+    const owners = await findKeyOwners(handle.db, [a, b.secret, revoked.secret, 'no-such-key', a]);
+    assert.deepEqual(
+      owners,
+      new Map([
+        [a, { tenantId: 'owners-a', isAdmin: false }],
+        [b.secret, { tenantId: 'owners-b', isAdmin: true }],
+      ]),
+    );
+    assert.deepEqual(await findKeyOwners(handle.db, []), new Map());
   });
 });

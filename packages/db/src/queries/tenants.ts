@@ -7,6 +7,7 @@ import { and, asc, eq, gt, isNull, sql } from 'drizzle-orm';
 import { SluiceError, tenantIdProblem } from '@sluice/core';
 import type { Executor } from '../client.js';
 import { apiKeys, tenants } from '../schema.js';
+import { textArrayOf } from './batch-input.js';
 import { isUuid } from './tasks.js';
 
 /** Every key starts with this, so a leaked key is recognisable by secret scanners. */
@@ -201,6 +202,29 @@ export async function findKeyOwner(executor: Executor, key: string): Promise<Key
     limit 1`);
   const row = rows[0];
   return row && { tenantId: row.tenant_id, isAdmin: row.is_admin };
+}
+
+/**
+ * {@link findKeyOwner} for several keys in one statement (the gateway's lookups of concurrent
+ * calls): the owner of each key found, by key; unknown and revoked keys are left out.
+ */
+export async function findKeyOwners(
+  executor: Executor,
+  keys: readonly string[],
+): Promise<Map<string, KeyOwner>> {
+  const byHash = new Map(keys.map((key) => [hashApiKey(key), key]));
+  const owners = new Map<string, KeyOwner>();
+  if (byHash.size === 0) return owners;
+  const rows = await executor.execute<{ key_hash: string; tenant_id: string; is_admin: boolean }>(
+    sql`
+      select key_hash, tenant_id, is_admin from api_keys
+      where key_hash = any(${textArrayOf([...byHash.keys()])}) and revoked_at is null`,
+  );
+  for (const row of rows) {
+    const key = byHash.get(row.key_hash);
+    if (key !== undefined) owners.set(key, { tenantId: row.tenant_id, isAdmin: row.is_admin });
+  }
+  return owners;
 }
 
 /** The SQLSTATE of a Postgres error, also when drizzle wrapped it (as `cause`). */

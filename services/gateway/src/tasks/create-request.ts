@@ -7,13 +7,7 @@
 import type { Attributes, Span } from '@opentelemetry/api';
 import type { CreateTaskRequest } from '@sluice/api';
 import { taskTypeProblem, type Json, type Priority } from '@sluice/core';
-import {
-  findLatestTaskType,
-  type Database,
-  type NewTask,
-  type TaskRecord,
-  type TaskTypeManifest,
-} from '@sluice/db';
+import { type NewTask, type TaskRecord, type TaskTypeManifest } from '@sluice/db';
 import {
   ATTR_PRIORITY,
   ATTR_TASK_EVENT,
@@ -83,17 +77,17 @@ export function checkCreateRequest(
 }
 
 /**
- * Starts looking up the latest version of every valid type the requests name, by name: a few
- * reads at once, while the caller's key is checked. Invalid names are left to the checks.
+ * Starts looking up the latest version of every valid type the requests name, by name, with
+ * `latestType`, while the caller's key is checked. Invalid names are left to the checks.
  */
 export function lookUpTypes(
-  db: Database,
+  latestType: (name: string) => Promise<TaskTypeManifest | undefined>,
   entries: readonly CreateTaskRequest[],
 ): Map<string, Promise<TaskTypeManifest | undefined>> {
   const lookups = new Map<string, Promise<TaskTypeManifest | undefined>>();
   for (const { type } of entries) {
     if (lookups.has(type) || taskTypeProblem(type)) continue;
-    const lookup = findLatestTaskType(db, type);
+    const lookup = latestType(type);
     lookup.catch(() => undefined); // an unauthenticated call never awaits it
     lookups.set(type, lookup);
   }

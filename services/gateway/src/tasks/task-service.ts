@@ -21,7 +21,9 @@ import {
   type Priority,
 } from '@sluice/core';
 import {
-  findKeyOwner,
+  findKeyOwners,
+  findLatestTaskTypes,
+  GroupReader,
   firstStepOf,
   findTask,
   isUuid,
@@ -186,6 +188,13 @@ export function createTaskService(deps: TaskServiceDeps): Partial<TaskServiceHan
       );
     }
   };
+  /**
+   * Every call's API key, and every create's task type, read with those of the calls that arrive
+   * during the read before (group-reader.ts): one statement for many calls under load, and each
+   * read started after its call arrived, so a key revoked before the call is refused.
+   */
+  const keyOwners = new GroupReader((keys) => findKeyOwners(deps.db, keys));
+  const latestTypes = new GroupReader((names) => findLatestTaskTypes(deps.db, names));
   /** Concurrent `CreateTask`s of a tenant, written together. */
   const createGroups = new CreateGroups({
     db: deps.db,
@@ -237,11 +246,11 @@ export function createTaskService(deps: TaskServiceDeps): Partial<TaskServiceHan
   const typesOf = (metadata: Metadata, requests: readonly CreateTaskRequest[]) =>
     readBearerKey(metadata) === undefined || requests.length > MAX_BATCH_TASKS
       ? new Map<string, Promise<TaskTypeManifest | undefined>>()
-      : lookUpTypes(deps.db, requests);
+      : lookUpTypes((name) => latestTypes.read(name), requests);
   const authenticate = async (metadata: Metadata): Promise<KeyOwner> => {
     const key = readBearerKey(metadata);
     if (key === undefined) throw unauthenticated();
-    const owner = await findKeyOwner(deps.db, key);
+    const owner = await keyOwners.read(key);
     if (!owner) throw unauthenticated('the API key is not valid');
     return owner;
   };
