@@ -83,6 +83,9 @@ describe('CreateTask refuses bad input: INVALID_ARGUMENT naming the field, nothi
       { input: { ...VALID_INPUT, deep: JSON.parse('['.repeat(40) + ']'.repeat(40)) as unknown } },
     ],
     ['input larger than 1 MiB', 'input', { input: validInputOfSize(DEFAULT_MAX_INPUT_BYTES + 1) }],
+    // Valid JSON, but Postgres's jsonb cannot store U+0000, in a value or in a key.
+    ['input holding U+0000 in a string', 'input', { input: { ...VALID_INPUT, note: 'a\u0000b' } }],
+    ['input holding U+0000 in a key', 'input', { input: { ...VALID_INPUT, ['k\u0000']: 1 } }],
   ];
   for (const [what, field, overrides] of typedCases) {
     it(`${what} → ${field}`, async () => {

@@ -14,6 +14,7 @@
 export { openDatabase, DEFAULT_POOL_SIZE, DEFAULT_CONNECT_TIMEOUT_MS } from './client.js';
 export { isDatabaseUnavailable } from './unavailable.js';
 export { isDeadlock } from './deadlock.js';
+export { isWriteRefused } from './refused.js';
 export { GroupWriter, MAX_ITEMS_PER_WRITE, type GroupWrite } from './group-writer.js';
 export { GroupReader, type GroupRead } from './group-reader.js';
 export {

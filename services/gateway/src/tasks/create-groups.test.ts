@@ -1,19 +1,20 @@
 /**
  * Group commit of creates against the real Postgres: creates of a tenant that arrive during a
  * write go together in the next, each with its own answer; one key never twice in a write; a key
- * reused with other input fails only its own call; tenants never share a write; a group of P0
+ * reused with other input, or data Postgres refuses, fails only its own call; tenants never share a write; a group of P0
  * creates claims their steps once, and they are published before anyone is answered.
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { SluiceError, type Priority } from '@sluice/core';
-import type {
-  AdmissionSettings,
-  ClaimedStep,
-  DatabaseHandle,
-  NewTask,
-  SubmitTaskResult,
-  TaskTypeManifest,
+import {
+  isWriteRefused,
+  type AdmissionSettings,
+  type ClaimedStep,
+  type DatabaseHandle,
+  type NewTask,
+  type SubmitTaskResult,
+  type TaskTypeManifest,
 } from '@sluice/db';
 import { openTaskTypeDatabase, type TaskTypeDatabase } from '@sluice/db/testing';
 import { CreateGroups, type CreateGroupsDeps, type GroupedCreate } from './create-groups.js';
@@ -134,6 +135,25 @@ describe('CreateGroups', () => {
     );
     assert.equal(await tasksWithInputN(300, 303), 4);
     assert.equal(await tasksWithInputN(399, 399), 0, 'nothing of the refused create');
+  });
+
+  it('fails only the create whose data Postgres refuses; the rest of its group is created', async () => {
+    const { groups } = groupsRecordingCommits();
+    const blocker = groups.write(task(350));
+    // The gateway refuses U+0000 before writing; this create comes straight to the group.
+    const refused = groups.write({ ...task(351), input: { n: 351, text: 'a\u0000b' } });
+    const others = [352, 353].map((n) => groups.write(task(n)));
+    await blocker;
+    await assert.rejects(refused, (error: unknown) => isWriteRefused(error));
+    const created = await Promise.all(others);
+    assert.deepEqual(
+      created.map((a) => [a.result.kind, a.groupSize]),
+      [
+        ['created', 1],
+        ['created', 1],
+      ],
+    );
+    assert.equal(await tasksWithInputN(350, 353), 3);
   });
 
   it('never writes two tenants together', async () => {

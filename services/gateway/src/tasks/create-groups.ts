@@ -8,13 +8,16 @@
  * Each caller still gets its own answer:
  * - two creates with one idempotency key never share a write (the later goes in the next one and
  *   finds the first's task);
- * - a key reused with other input rolls the whole group back (`already_exists`), so the group is
- *   then written one create at a time, and only the call that reused the key fails;
- * - any other failure fails the group's calls with it; nothing of the group was written.
+ * - a key reused with other input rolls the whole group back (`already_exists`), as does data
+ *   Postgres refuses to store (`isWriteRefused`), so the group is then written one create at a
+ *   time, and only the offending call fails;
+ * - any other failure (the database unavailable) fails the group's calls with it; nothing of the
+ *   group was written. A deadlock is tried again by the group writer.
  */
 import { isSluiceError, type Priority } from '@sluice/core';
 import {
   GroupWriter,
+  isWriteRefused,
   submitTasksClaiming,
   type ClaimedStep,
   type Database,
@@ -102,9 +105,9 @@ export class CreateGroups {
         grouped: { result, claimed: submitted.claimed, groupSize: tasks.length },
       }));
     } catch (error) {
-      // A key reused with other input refuses the whole group, which rolled back: write each
-      // create alone so that the others are not refused for it.
-      if (tasks.length === 1 || !isAlreadyExists(error)) throw error;
+      // A key reused with other input, or data Postgres cannot store, refuses the whole group,
+      // which rolled back: write each create alone so that the others are not refused for it.
+      if (tasks.length === 1 || !(isAlreadyExists(error) || isWriteRefused(error))) throw error;
       return Promise.all(tasks.map((task) => this.writeAlone(task)));
     }
   }

@@ -35,7 +35,23 @@ export function parseInput(text: string, maxBytes: number, prefix = ''): Json | 
   if (depthOf(value) > MAX_INPUT_DEPTH) {
     return invalidArgument(field, `input nests deeper than ${MAX_INPUT_DEPTH} levels`);
   }
+  if (holdsNul(value)) {
+    // Valid JSON (`"\u0000"`), but Postgres's jsonb cannot store it: refused here rather than
+    // failing the write (and, in a group commit, the writes of the creates beside it).
+    return invalidArgument(
+      field,
+      'input holds the character U+0000 (NUL), which cannot be stored; remove or replace it',
+    );
+  }
   return value;
+}
+
+/** Whether a string of `value`, or a key of one of its objects, holds U+0000. */
+function holdsNul(value: Json): boolean {
+  if (typeof value === 'string') return value.includes('\u0000');
+  if (value === null || typeof value !== 'object') return false;
+  if (Array.isArray(value)) return value.some(holdsNul);
+  return Object.entries(value).some(([key, child]) => key.includes('\u0000') || holdsNul(child));
 }
 
 function depthOf(value: Json): number {

@@ -365,7 +365,8 @@ export function createTaskService(deps: TaskServiceDeps): Partial<TaskServiceHan
           const task = newTaskOf(tenantId, create, traceparentOfActiveSpan());
           // The create's write (its group's transaction, see create-groups.ts), a database client
           // span under this one, from the call's turn to the commit.
-          const urgent = create.priority === 0 && deps.urgentClaim !== undefined;
+          // (Named for what this create asks; its group may also read others' keys, or claim.)
+          const urgent = urgentClaimFor([create.priority]) !== undefined;
           const grouped = await withDatabaseSpan(
             deps.db,
             {
