@@ -23,6 +23,7 @@ import {
   type Database,
   type NewTask,
   type SubmitTaskResult,
+  type SubmittedTasks,
   type UrgentClaim,
 } from '@sluice/db';
 
@@ -43,7 +44,10 @@ export interface CreateGroupsDeps {
   readonly db: Database;
   /** How a write of these priorities claims its P0 steps, read when the write starts. */
   urgentClaimFor(priorities: readonly Priority[]): UrgentClaim | undefined;
-  /** Runs once a write committed, before its creates are answered: publishes what it claimed. */
+  /**
+   * Runs once a write committed, before its creates are answered: publishes what it claimed. Must
+   * not reject (the tasks exist; a step it could not publish is left to the reconciler).
+   */
   afterCommit(claimed: readonly ClaimedStep[]): Promise<void>;
 }
 
@@ -94,22 +98,24 @@ export class CreateGroups {
   }
 
   private async writeGroup(tasks: NewTask[]): Promise<Settled[]> {
+    let submitted: SubmittedTasks;
     try {
-      const submitted = await submitTasksClaiming(
+      submitted = await submitTasksClaiming(
         this.deps.db,
         tasks,
         this.deps.urgentClaimFor(tasks.map((task) => task.priority)),
       );
-      await this.deps.afterCommit(submitted.claimed);
-      return submitted.results.map((result) => ({
-        grouped: { result, claimed: submitted.claimed, groupSize: tasks.length },
-      }));
     } catch (error) {
       // A key reused with other input, or data Postgres cannot store, refuses the whole group,
       // which rolled back: write each create alone so that the others are not refused for it.
       if (tasks.length === 1 || !(isAlreadyExists(error) || isWriteRefused(error))) throw error;
       return Promise.all(tasks.map((task) => this.writeAlone(task)));
     }
+    // Committed: from here on nothing may fail the group (the group writer would write it again).
+    await this.deps.afterCommit(submitted.claimed);
+    return submitted.results.map((result) => ({
+      grouped: { result, claimed: submitted.claimed, groupSize: tasks.length },
+    }));
   }
 
   private async writeAlone(task: NewTask): Promise<Settled> {
