@@ -17,6 +17,7 @@ export type {
   TestDatabase,
 } from './test-database.js';
 export { startPostgresServer } from './postgres-server.js';
+export { oneStepManifest } from './manifests.js';
 export { markTaskFinished, waitForLockWaiter } from './task-rows.js';
 export { openTaskTypeDatabase } from './task-type-database.js';
 export { startTurnCounter, type TurnCounter } from './turn-counter.js';

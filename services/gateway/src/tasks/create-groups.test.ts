@@ -14,19 +14,11 @@ import {
   type DatabaseHandle,
   type NewTask,
   type SubmitTaskResult,
-  type TaskTypeManifest,
 } from '@sluice/db';
-import { openTaskTypeDatabase, type TaskTypeDatabase } from '@sluice/db/testing';
+import { oneStepManifest, openTaskTypeDatabase, type TaskTypeDatabase } from '@sluice/db/testing';
 import { CreateGroups, type CreateGroupsDeps, type GroupedCreate } from './create-groups.js';
 
-const manifest: TaskTypeManifest = {
-  name: 'one-step',
-  version: 1,
-  description: '',
-  inputSchema: { type: 'object' },
-  firstStep: 'only',
-  steps: [{ name: 'only', resource: 'llm', timeoutMs: 1000, maxAttempts: 1 }],
-};
+const manifest = oneStepManifest();
 
 const admission: AdmissionSettings = { defaultResourceLimit: 64, agingMs: 30_000 };
 
