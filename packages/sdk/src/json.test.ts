@@ -38,6 +38,17 @@ describe('toJson', () => {
     assert.equal(problem(new Map()), '$ is a Map, not plain JSON data');
   });
 
+  it('refuses U+0000 in a string or a key, which Postgres cannot store', () => {
+    assert.equal(
+      problem({ rows: ['ok', 'a\u0000b'] }),
+      '$.rows[1] holds the character U+0000 (NUL), which cannot be stored',
+    );
+    assert.equal(
+      problem({ nested: { ['k\u0000']: 1 } }),
+      '$.nested has a key holding U+0000 (NUL), which cannot be stored',
+    );
+  });
+
   it('refuses cycles but accepts the same object twice', () => {
     const shared = { x: 1 };
     assert.deepEqual(toJson([shared, shared]), { ok: true, value: [{ x: 1 }, { x: 1 }] });

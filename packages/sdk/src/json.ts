@@ -2,7 +2,9 @@
  * Step inputs and outputs are stored in Postgres as JSON and read back by other steps, possibly on
  * another executor, days later. A value that does not survive that trip unchanged (a `Date`, a
  * `Map`, `NaN`, a class instance, a cycle) would silently turn into something else there, so it is
- * refused when the step returns it, with the path of the offending part.
+ * refused when the step returns it, with the path of the offending part. So is the character
+ * U+0000 in a string or key: Postgres's `jsonb` cannot store it, and one such value would fail the
+ * write of every outcome recorded with it.
  */
 import type { Json } from '@sluice/core';
 
@@ -22,7 +24,12 @@ export function toJson(value: unknown): JsonCheck {
   const seen = new Set<object>();
   const problem = { message: '' };
   const visit = (node: unknown, path: string, depth: number): Json | undefined => {
-    if (node === null || typeof node === 'string' || typeof node === 'boolean') return node;
+    if (node === null || typeof node === 'boolean') return node;
+    if (typeof node === 'string') {
+      if (!node.includes('\u0000')) return node;
+      problem.message = `${path} holds the character U+0000 (NUL), which cannot be stored`;
+      return undefined;
+    }
     if (typeof node === 'number') {
       if (Number.isFinite(node)) return node;
       problem.message = `${path} is ${String(node)}, which JSON cannot carry`;
@@ -65,6 +72,10 @@ export function toJson(value: unknown): JsonCheck {
       const object: { [key: string]: Json } = {};
       for (const [key, item] of Object.entries(node)) {
         if (item === undefined) continue;
+        if (key.includes('\u0000')) {
+          problem.message = `${path} has a key holding U+0000 (NUL), which cannot be stored`;
+          return undefined;
+        }
         const json = visit(item, `${path}.${key}`, depth + 1);
         if (json === undefined) return undefined;
         object[key] = json;

@@ -53,4 +53,8 @@ describe('classifyStepError', () => {
       undefined,
     );
   });
+
+  it('shows U+0000 in a message as U+FFFD, which Postgres can store', () => {
+    assert.equal(classifyStepError(new Error('bad\u0000byte'), undefined).message, 'bad\uFFFDbyte');
+  });
 });

@@ -2,7 +2,12 @@
  * Turns whatever a step handler threw into a stored step error with its class. The full retry
  * policy per class is the scheduler's; here we only name what happened.
  */
-import { isRetryableClass, type ErrorClass, type SerializedStepError } from '@sluice/core';
+import {
+  isRetryableClass,
+  storableText,
+  type ErrorClass,
+  type SerializedStepError,
+} from '@sluice/core';
 
 /** Why a step's abort signal fired. */
 export type AbortReason = 'cancelled' | 'timeout';
@@ -20,7 +25,7 @@ export function classifyStepError(
   const retryAfterMs = numberField(error, 'retryAfterMs');
   return {
     errorClass,
-    message: message.slice(0, 2_000),
+    message: storableText(message.slice(0, 2_000)),
     retryable: isRetryableClass(errorClass) && !isFinalClientError(error),
     ...(retryAfterMs === undefined ? {} : { retryAfterMs }),
   };

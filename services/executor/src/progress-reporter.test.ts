@@ -90,6 +90,13 @@ describe('progress reporter', () => {
     assert.deepEqual(warnings, ['could not record step progress']);
   });
 
+  it('writes U+0000 of a message as U+FFFD, which Postgres can store', async () => {
+    const { reporter, writes } = recorder();
+    await reporter.report(0.5, 'half\u0000way');
+    assert.equal(writes[0]?.message, 'half\uFFFDway');
+    await reporter.close();
+  });
+
   it('refuses a fraction outside 0..1 at once', () => {
     const { reporter } = recorder();
     for (const bad of [

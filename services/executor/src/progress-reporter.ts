@@ -5,6 +5,7 @@
  * when the interval has passed — and at the latest when the step ends, so the last value reported
  * is always stored before the step's outcome.
  */
+import { storableText } from '@sluice/core';
 import type { Logger } from '@sluice/telemetry';
 
 /** At most two progress writes per second per step. */
@@ -115,7 +116,7 @@ export function createProgressReporter(options: ProgressReporterOptions): Progre
       generation += 1;
       pending = {
         fraction,
-        message: String(message).slice(0, MAX_PROGRESS_MESSAGE_CHARS),
+        message: storableText(String(message).slice(0, MAX_PROGRESS_MESSAGE_CHARS)),
         generation,
       };
       const done = new Promise<void>((resolve) => waiters.push({ generation, resolve }));
