@@ -5,7 +5,7 @@
  */
 import type { JsMsg } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
-import type { Priority, StepOutcome } from '@sluice/core';
+import { storableText, type Priority, type StepOutcome } from '@sluice/core';
 import { ROOT_CONTEXT, context } from '@opentelemetry/api';
 import {
   encodeMessage,
@@ -382,7 +382,11 @@ function outcomeOf(
     const returned = toJson(result);
     return {
       type: 'failed',
-      error: { errorClass: error.errorClass, message: error.message, retryable: false },
+      error: {
+        errorClass: error.errorClass,
+        message: storableText(error.message),
+        retryable: false,
+      },
       result: returned.ok ? returned.value : null,
     };
   }
