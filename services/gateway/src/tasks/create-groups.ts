@@ -14,6 +14,7 @@
  * - any other failure (the database unavailable) fails the group's calls with it; nothing of the
  *   group was written. A deadlock is tried again by the group writer.
  */
+import { ROOT_CONTEXT, context } from '@opentelemetry/api';
 import { isSluiceError, type Priority } from '@sluice/core';
 import {
   GroupWriter,
@@ -73,7 +74,9 @@ export class CreateGroups {
   async write(task: NewTask): Promise<GroupedCreate> {
     const writer = this.writerOf(task.tenantId);
     try {
-      const settled = await writer.write(task);
+      // Outside the caller's trace: a write started here may go on to write other callers' groups
+      // (and log about them), which belong to no one caller's trace.
+      const settled = await context.with(ROOT_CONTEXT, () => writer.write(task));
       if ('error' in settled) throw settled.error;
       return settled.grouped;
     } finally {
