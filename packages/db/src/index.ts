@@ -78,7 +78,6 @@ export {
 } from './queries/tenants.js';
 export type { KeyOwner } from './queries/tenants.js';
 export {
-  findLatestTaskType,
   findLatestTaskTypes,
   findTaskType,
   firstStepOf,

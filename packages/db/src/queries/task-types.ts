@@ -63,21 +63,9 @@ export async function registerTaskType(
     });
 }
 
-/** The newest registered version of a type, or `undefined`. */
-export async function findLatestTaskType(
-  executor: Executor,
-  name: string,
-): Promise<TaskTypeManifest | undefined> {
-  // Written out rather than built: every create reads its type (see findKeyOwner).
-  const rows = await executor.execute<Record<string, unknown>>(sql`
-    select * from task_types where name = ${name} order by version desc limit 1`);
-  const row = rows[0];
-  return row && recordOf(taskTypes, row);
-}
-
 /**
- * {@link findLatestTaskType} for several names in one statement (the gateway's lookups of
- * concurrent creates): the latest version of each type found, by name.
+ * The newest registered version of each type named, by name; unknown names are left out. One
+ * statement for several names: the gateway reads the types of concurrent creates together.
  */
 export async function findLatestTaskTypes(
   executor: Executor,
@@ -85,6 +73,7 @@ export async function findLatestTaskTypes(
 ): Promise<Map<string, TaskTypeManifest>> {
   const types = new Map<string, TaskTypeManifest>();
   if (names.length === 0) return types;
+  // Written out rather than built: every create reads its type (see findKeyOwners).
   const rows = await executor.execute<Record<string, unknown>>(sql`
     select distinct on (name) * from task_types
     where name = any(${textArrayOf(names)})
