@@ -86,7 +86,16 @@ function preparingClient(sql: postgres.Sql): postgres.Sql {
           const [params, given] = Array.isArray(args)
             ? [args as postgres.ParameterOrJSON<never>[], options]
             : [[], args as postgres.UnsafeQueryOptions | undefined];
-          return target.unsafe(query, params, { ...given, prepare: true });
+          // `simple: false`: postgres.js sends a statement without parameters by the simple
+          // protocol, which cannot prepare, so it was parsed and planned at every call. drizzle
+          // sends one statement at a time, which the extended protocol takes. (postgres.js reads
+          // `simple`, but its types do not declare it.)
+          const extended: postgres.UnsafeQueryOptions & { readonly simple: boolean } = {
+            ...given,
+            prepare: true,
+            simple: false,
+          };
+          return target.unsafe(query, params, extended);
         };
       }
       if (property === 'begin' || property === 'savepoint') {

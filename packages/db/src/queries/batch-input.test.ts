@@ -9,13 +9,18 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { sql, type SQL } from 'drizzle-orm';
 import { PgDialect } from 'drizzle-orm/pg-core';
-import type { DatabaseHandle, Executor } from '../client.js';
+import { openDatabase, type DatabaseHandle, type Executor } from '../client.js';
 import { openTaskTypeDatabase, type TaskTypeDatabase } from '../testing/index.js';
 import { applyLockedTransitions } from '../transition.js';
-import { idList, textArrayOf } from './batch-input.js';
+import { idList, literalLimit, PADDED_UP_TO, textArrayOf } from './batch-input.js';
 import { explainAnalyze } from './explain.js';
 import { startUsualSteps } from './step-start.js';
-import { recordStepOutcomes } from './steps.js';
+import {
+  hasTasksToSettle,
+  lockUnappliedOutcomes,
+  markOutcomesApplied,
+  recordStepOutcomes,
+} from './steps.js';
 import type { TaskTypeManifest } from './task-types.js';
 import { createTask, lockTasks } from './tasks.js';
 
@@ -175,6 +180,56 @@ describe('id lists', () => {
       }
     } finally {
       await empty.close();
+    }
+  });
+});
+
+describe('statement texts of the outcome pass', () => {
+  const dialect = new PgDialect();
+  const parametersOf = (fragment: SQL) => dialect.sqlToQuery(fragment).params;
+
+  it('pad id lists to a power of two with the last id, so few texts exist', () => {
+    assert.deepEqual(parametersOf(idList([7])), [7]);
+    assert.deepEqual(parametersOf(idList([7, 8, 9])), [7, 8, 9, 9]);
+    assert.equal(parametersOf(idList(Array.from({ length: 33 }, (_, i) => i))).length, 64);
+    const long = Array.from({ length: PADDED_UP_TO + 1 }, (_, i) => i);
+    assert.equal(parametersOf(idList(long)).length, PADDED_UP_TO + 1, 'long lists as they are');
+    assert.throws(() => idList([]), RangeError);
+  });
+
+  it('write limits into the text, and only positive integers', () => {
+    const query = dialect.sqlToQuery(sql`select 1 limit ${literalLimit(64)}`);
+    assert.deepEqual([query.sql, query.params], ['select 1 limit 64', []]);
+    for (const bad of [0, -1, 1.5, Number.NaN, 2 ** 53]) {
+      assert.throws(() => literalLimit(bad), RangeError, String(bad));
+    }
+  });
+
+  it('are planned once per connection, not at every pass', async () => {
+    // One connection, so pg_stat of its prepared statements below is theirs.
+    const single = openDatabase(fixture.database.url, { max: 1 });
+    try {
+      for (let pass = 1; pass <= 8; pass += 1) {
+        const stepIds = Array.from({ length: pass }, (_, i) => 1_000_000 + i);
+        await single.db.transaction(async (tx) => {
+          await lockUnappliedOutcomes(tx, 64);
+          await hasTasksToSettle(tx, stepIds);
+          await markOutcomesApplied(tx, stepIds);
+        });
+      }
+      const prepared = await single.sql<
+        { statement: string; generic_plans: string; custom_plans: string }[]
+      >`select statement, generic_plans, custom_plans from pg_prepared_statements`;
+      const like = (text: string) => prepared.filter((row) => row.statement.includes(text));
+      const [lock, ...moreLocks] = like('with outcome as materialized');
+      assert.ok(lock && moreLocks.length === 0, 'one text of the lock');
+      assert.equal(Number(lock.custom_plans), 0, 'the lock is never planned for its values');
+      const [settle, ...moreSettles] = like('select exists');
+      assert.ok(settle && moreSettles.length === 0, 'one text of the settle check');
+      assert.ok(Number(settle.generic_plans) > 0, 'its plan is kept');
+      assert.equal(like('outcome_applied_at = now()').length, 4, 'marks of 1, 2, 4 and 8 ids');
+    } finally {
+      await single.close();
     }
   });
 });
