@@ -26,9 +26,13 @@ import {
   openDatabase,
   registerTaskType,
   type DatabaseHandle,
-  type TaskTypeManifest,
 } from '@sluice/db';
-import { createTestDatabase, migratedTemplate, type TestDatabase } from '@sluice/db/testing';
+import {
+  createTestDatabase,
+  migratedTemplate,
+  oneStepManifest,
+  type TestDatabase,
+} from '@sluice/db/testing';
 import { createLogger } from '@sluice/telemetry';
 import { startGovernor, type Governor } from '../../services/governor/src/app.js';
 import { loadGovernorConfig } from '../../services/governor/src/config.js';
@@ -39,14 +43,7 @@ const EXIT = 30;
 const WINDOW_MS = 6_000;
 const TOGGLE_MS = 120;
 
-const manifest: TaskTypeManifest = {
-  name: 'flap',
-  version: 1,
-  description: '',
-  inputSchema: { type: 'object' },
-  firstStep: 'only',
-  steps: [{ name: 'only', resource: 'tool:flap', timeoutMs: 1_000, maxAttempts: 1 }],
-};
+const manifest = oneStepManifest({ resource: 'tool:flap', name: 'flap' });
 
 let database: TestDatabase;
 let handle: DatabaseHandle;

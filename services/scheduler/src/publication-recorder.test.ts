@@ -4,19 +4,12 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { createTask, type TaskTypeManifest } from '@sluice/db';
-import { openTaskTypeDatabase, type TaskTypeDatabase } from '@sluice/db/testing';
+import { createTask } from '@sluice/db';
+import { oneStepManifest, openTaskTypeDatabase, type TaskTypeDatabase } from '@sluice/db/testing';
 import { createCapturingLogger } from '@sluice/telemetry/testing';
 import { PublicationRecorder, type PublishedDispatch } from './publication-recorder.js';
 
-const manifest: TaskTypeManifest = {
-  name: 'recorded',
-  version: 1,
-  description: '',
-  inputSchema: { type: 'object' },
-  firstStep: 'only',
-  steps: [{ name: 'only', resource: 'tool:x', timeoutMs: 1000, maxAttempts: 1 }],
-};
+const manifest = oneStepManifest({ resource: 'tool:x', name: 'recorded' });
 
 /** Longer than any test: only `flush` writes. */
 const NEVER_MS = 600_000;

@@ -11,20 +11,17 @@ import {
   openDatabase,
   registerTaskType,
   type DatabaseHandle,
-  type TaskTypeManifest,
 } from '@sluice/db';
-import { createTestDatabase, migratedTemplate, type TestDatabase } from '@sluice/db/testing';
+import {
+  createTestDatabase,
+  migratedTemplate,
+  oneStepManifest,
+  type TestDatabase,
+} from '@sluice/db/testing';
 import { createLogger, createMetrics, type Metrics } from '@sluice/telemetry';
 import { retentionBatch, type RetentionDeps } from './retention.js';
 
-const manifest: TaskTypeManifest = {
-  name: 'one-step',
-  version: 1,
-  description: '',
-  inputSchema: { type: 'object' },
-  firstStep: 'only',
-  steps: [{ name: 'only', resource: 'llm', timeoutMs: 1000, maxAttempts: 1 }],
-};
+const manifest = oneStepManifest();
 const DAY_MS = 86_400_000;
 const log = createLogger({ service: 'retention-test', level: 'silent' });
 

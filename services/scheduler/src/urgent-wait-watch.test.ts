@@ -6,20 +6,13 @@
 import assert from 'node:assert/strict';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { after, before, describe, it } from 'node:test';
-import { createTask, type TaskTypeManifest } from '@sluice/db';
-import { openTaskTypeDatabase, type TaskTypeDatabase } from '@sluice/db/testing';
+import { createTask } from '@sluice/db';
+import { oneStepManifest, openTaskTypeDatabase, type TaskTypeDatabase } from '@sluice/db/testing';
 import { createLogger, createMetrics } from '@sluice/telemetry';
 import { MIN_CAP, UrgentWaitGuard } from './urgent-wait-guard.js';
 import { startUrgentWaitWatch } from './urgent-wait-watch.js';
 
-const manifest: TaskTypeManifest = {
-  name: 'urgent-watch',
-  version: 1,
-  description: '',
-  inputSchema: { type: 'object' },
-  firstStep: 'only',
-  steps: [{ name: 'only', resource: 'llm', timeoutMs: 1_000, maxAttempts: 1 }],
-};
+const manifest = oneStepManifest({ name: 'urgent-watch' });
 const log = createLogger({ service: 'urgent-wait-watch-test', level: 'silent' });
 const GAUGE = /^sluice_urgent_guard_cap\{resource="llm"\} (\d+)$/m;
 

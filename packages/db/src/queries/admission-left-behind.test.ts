@@ -8,20 +8,12 @@ import assert from 'node:assert/strict';
 import { after, before, beforeEach, describe, it } from 'node:test';
 import { sql } from 'drizzle-orm';
 import type { Priority } from '@sluice/core';
-import { openTaskTypeDatabase, type TaskTypeDatabase } from '../testing/index.js';
+import { oneStepManifest, openTaskTypeDatabase, type TaskTypeDatabase } from '../testing/index.js';
 import { setResourceLimit, setTenantLimit } from './admission.js';
 import { claimAdmission, type AdmissionClaim, type AdmissionSettings } from './steps.js';
-import type { TaskTypeManifest } from './task-types.js';
 import { createTask } from './tasks.js';
 
-const manifest: TaskTypeManifest = {
-  name: 'one-step',
-  version: 1,
-  description: '',
-  inputSchema: { type: 'object' },
-  firstStep: 'only',
-  steps: [{ name: 'only', resource: 'tool:left', timeoutMs: 1000, maxAttempts: 1 }],
-};
+const manifest = oneStepManifest({ resource: 'tool:left' });
 
 const settings: AdmissionSettings = { defaultResourceLimit: 64, agingMs: 30_000 };
 

@@ -9,8 +9,12 @@ import { after, before, describe, it } from 'node:test';
 import { sql } from 'drizzle-orm';
 import type { Priority } from '@sluice/core';
 import { openDatabase, type DatabaseHandle } from '../client.js';
-import { openTaskTypeDatabase, startTurnCounter, type TaskTypeDatabase } from '../testing/index.js';
-import type { TaskTypeManifest } from './task-types.js';
+import {
+  oneStepManifest,
+  openTaskTypeDatabase,
+  startTurnCounter,
+  type TaskTypeDatabase,
+} from '../testing/index.js';
 import { createTask } from './tasks.js';
 import {
   claimAdmission,
@@ -20,14 +24,7 @@ import {
 } from './steps.js';
 import { clearTenantLimit, lockAdmission, setResourceLimit, setTenantLimit } from './admission.js';
 
-const manifest: TaskTypeManifest = {
-  name: 'one-step',
-  version: 1,
-  description: '',
-  inputSchema: { type: 'object' },
-  firstStep: 'only',
-  steps: [{ name: 'only', resource: 'llm', timeoutMs: 1000, maxAttempts: 1 }],
-};
+const manifest = oneStepManifest();
 
 const settings: AdmissionSettings = { defaultResourceLimit: 64, agingMs: 30_000 };
 

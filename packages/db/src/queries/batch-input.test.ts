@@ -10,7 +10,7 @@ import { after, before, describe, it } from 'node:test';
 import { sql, type SQL } from 'drizzle-orm';
 import { PgDialect } from 'drizzle-orm/pg-core';
 import { openDatabase, type DatabaseHandle, type Executor } from '../client.js';
-import { openTaskTypeDatabase, type TaskTypeDatabase } from '../testing/index.js';
+import { oneStepManifest, openTaskTypeDatabase, type TaskTypeDatabase } from '../testing/index.js';
 import { applyLockedTransitions } from '../transition.js';
 import { idList, literalLimit, PADDED_UP_TO, textArrayOf } from './batch-input.js';
 import { explainAnalyze } from './explain.js';
@@ -21,17 +21,9 @@ import {
   markOutcomesApplied,
   recordStepOutcomes,
 } from './steps.js';
-import type { TaskTypeManifest } from './task-types.js';
 import { createTask, lockTasks } from './tasks.js';
 
-const manifest: TaskTypeManifest = {
-  name: 'one-step',
-  version: 1,
-  description: '',
-  inputSchema: { type: 'object' },
-  firstStep: 'only',
-  steps: [{ name: 'only', resource: 'tool', timeoutMs: 1000, maxAttempts: 1 }],
-};
+const manifest = oneStepManifest({ resource: 'tool' });
 /** Enough rows for the misestimate to pick a sequential scan (it did at 3,000 in a drain). */
 const OTHER_TASKS = 3_000;
 

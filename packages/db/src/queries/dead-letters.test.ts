@@ -7,7 +7,7 @@ import { randomUUID } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import type { SerializedStepError } from '@sluice/core';
 import type { DatabaseHandle } from '../client.js';
-import { openTaskTypeDatabase, type TaskTypeDatabase } from '../testing/index.js';
+import { oneStepManifest, openTaskTypeDatabase, type TaskTypeDatabase } from '../testing/index.js';
 import {
   deadLettersOfTask,
   insertDeadLetter,
@@ -16,17 +16,9 @@ import {
   markDeadLetterRedriven,
   purgeDeadLetters,
 } from './dead-letters.js';
-import type { TaskTypeManifest } from './task-types.js';
 import { createTask } from './tasks.js';
 
-const manifest: TaskTypeManifest = {
-  name: 'one-step',
-  version: 1,
-  description: '',
-  inputSchema: { type: 'object' },
-  firstStep: 'only',
-  steps: [{ name: 'only', resource: 'llm', timeoutMs: 1000, maxAttempts: 3 }],
-};
+const manifest = oneStepManifest({ maxAttempts: 3 });
 
 const error: SerializedStepError = {
   errorClass: 'external_5xx',

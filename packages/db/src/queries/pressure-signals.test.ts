@@ -8,8 +8,7 @@ import assert from 'node:assert/strict';
 import { after, before, beforeEach, describe, it } from 'node:test';
 import { sql, type SQL } from 'drizzle-orm';
 import type { DatabaseHandle } from '../client.js';
-import { openTaskTypeDatabase, type TaskTypeDatabase } from '../testing/index.js';
-import type { TaskTypeManifest } from './task-types.js';
+import { oneStepManifest, openTaskTypeDatabase, type TaskTypeDatabase } from '../testing/index.js';
 import { createTask } from './tasks.js';
 import { explainAnalyze } from './explain.js';
 import {
@@ -21,14 +20,7 @@ import {
   type StepLatency,
 } from './pressure-signals.js';
 
-const manifest: TaskTypeManifest = {
-  name: 'one-step',
-  version: 1,
-  description: '',
-  inputSchema: { type: 'object' },
-  firstStep: 'only',
-  steps: [{ name: 'only', resource: 'llm', timeoutMs: 1000, maxAttempts: 1 }],
-};
+const manifest = oneStepManifest();
 
 let fixture: TaskTypeDatabase;
 let handle: DatabaseHandle;

@@ -9,9 +9,10 @@ import { SluiceError, type Json } from '@sluice/core';
 import type { DatabaseHandle } from '../client.js';
 import {
   markTaskFinished,
+  oneStepManifest,
   openTaskTypeDatabase,
-  waitForLockWaiter,
   type TaskTypeDatabase,
+  waitForLockWaiter,
 } from '../testing/index.js';
 import { insertDeadLetter, markDeadLetterRedriven, purgeDeadLetters } from './dead-letters.js';
 import {
@@ -20,18 +21,10 @@ import {
   findLiveTombstone,
   type DeleteFinishedTasksOptions,
 } from './retention.js';
-import type { TaskTypeManifest } from './task-types.js';
 import { createTask, findTask, submitTask, type NewTask, type TaskRecord } from './tasks.js';
 import { TimerKind, addTimer } from './timers.js';
 
-const manifest: TaskTypeManifest = {
-  name: 'one-step',
-  version: 1,
-  description: '',
-  inputSchema: { type: 'object' },
-  firstStep: 'only',
-  steps: [{ name: 'only', resource: 'llm', timeoutMs: 1000, maxAttempts: 3 }],
-};
+const manifest = oneStepManifest({ maxAttempts: 3 });
 
 const DAY_MS = 24 * 60 * 60 * 1_000;
 

@@ -7,19 +7,11 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { sql } from 'drizzle-orm';
 import type { Priority } from '@sluice/core';
-import { openTaskTypeDatabase, type TaskTypeDatabase } from '../testing/index.js';
-import type { TaskTypeManifest } from './task-types.js';
+import { oneStepManifest, openTaskTypeDatabase, type TaskTypeDatabase } from '../testing/index.js';
 import { createTask } from './tasks.js';
 import { readUrgentWaits } from './urgent-waits.js';
 
-const manifest: TaskTypeManifest = {
-  name: 'one-step',
-  version: 1,
-  description: '',
-  inputSchema: { type: 'object' },
-  firstStep: 'only',
-  steps: [{ name: 'only', resource: 'llm', timeoutMs: 1000, maxAttempts: 1 }],
-};
+const manifest = oneStepManifest();
 
 let fixture: TaskTypeDatabase;
 let made = 0;

@@ -4,14 +4,25 @@
  */
 import type { TaskTypeManifest } from '../queries/task-types.js';
 
-/** A type of one step, `only`, on `resource` (one attempt, a second's timeout, any object input). */
-export function oneStepManifest(resource = 'llm', name = 'one-step'): TaskTypeManifest {
+/** What a test may change of {@link oneStepManifest}'s type. */
+export interface OneStepOptions {
+  /** The step's resource (default `llm`). */
+  readonly resource?: string;
+  /** The type's name (default `one-step`). */
+  readonly name?: string;
+  /** Attempts of the step (default 1). */
+  readonly maxAttempts?: number;
+}
+
+/** A type of one step, `only` (a second's timeout, any object input). */
+export function oneStepManifest(options: OneStepOptions = {}): TaskTypeManifest {
+  const { resource = 'llm', name = 'one-step', maxAttempts = 1 } = options;
   return {
     name,
     version: 1,
     description: '',
     inputSchema: { type: 'object' },
     firstStep: 'only',
-    steps: [{ name: 'only', resource, timeoutMs: 1000, maxAttempts: 1 }],
+    steps: [{ name: 'only', resource, timeoutMs: 1000, maxAttempts }],
   };
 }
