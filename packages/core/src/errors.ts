@@ -94,13 +94,14 @@ export class SluiceError extends Error {
   }
 }
 
-/** True for a {@link SluiceError} (checked by shape, so it also holds across module copies). */
-export function isSluiceError(error: unknown): error is SluiceError {
-  return (
-    error instanceof Error &&
-    error.name === 'SluiceError' &&
-    typeof (error as { code?: unknown }).code === 'string'
-  );
+/**
+ * True for a {@link SluiceError} (checked by shape, so it also holds across module copies), and
+ * with `code` only for one of that code.
+ */
+export function isSluiceError(error: unknown, code?: SluiceErrorCode): error is SluiceError {
+  if (!(error instanceof Error) || error.name !== 'SluiceError') return false;
+  const actual = (error as { code?: unknown }).code;
+  return typeof actual === 'string' && (code === undefined || actual === code);
 }
 
 /** For exhaustive switches: fails to compile when a case is missing. */

@@ -7,7 +7,7 @@
  * once per letter: one transaction each). Secrets are returned
  * once by `CreateApiKey` and never logged: log lines name keys by id and prefix.
  */
-import { isSluiceError, tenantIdProblem } from '@sluice/core';
+import { SluiceErrorCode, isSluiceError, tenantIdProblem } from '@sluice/core';
 import {
   createTenant,
   findTenant,
@@ -81,7 +81,7 @@ export function createAdminService(deps: AdminServiceDeps): AdminServiceHandlers
           ...(displayName === '' ? {} : { name: displayName }),
         });
       } catch (error) {
-        if (isSluiceError(error) && error.code === 'already_exists') {
+        if (isSluiceError(error, SluiceErrorCode.AlreadyExists)) {
           throw alreadyExists(`tenant ${tenantId} already exists`);
         }
         throw error;

@@ -15,7 +15,7 @@
  *   group was written. A deadlock is tried again by the group writer.
  */
 import { ROOT_CONTEXT, context } from '@opentelemetry/api';
-import { isSluiceError, type Priority } from '@sluice/core';
+import { SluiceErrorCode, isSluiceError, type Priority } from '@sluice/core';
 import {
   GroupWriter,
   isWriteRefused,
@@ -111,7 +111,9 @@ export class CreateGroups {
     } catch (error) {
       // A key reused with other input, or data Postgres cannot store, refuses the whole group,
       // which rolled back: write each create alone so that the others are not refused for it.
-      if (tasks.length === 1 || !(isAlreadyExists(error) || isWriteRefused(error))) throw error;
+      const refusedForOne =
+        isSluiceError(error, SluiceErrorCode.AlreadyExists) || isWriteRefused(error);
+      if (tasks.length === 1 || !refusedForOne) throw error;
       return Promise.all(tasks.map((task) => this.writeAlone(task)));
     }
     // Committed: from here on nothing may fail the group (the group writer would write it again).
@@ -130,8 +132,4 @@ export class CreateGroups {
       return { error };
     }
   }
-}
-
-function isAlreadyExists(error: unknown): boolean {
-  return isSluiceError(error) && error.code === 'already_exists';
 }

@@ -35,9 +35,11 @@ export function parseInput(text: string, maxBytes: number, prefix = ''): Json | 
   if (depthOf(value) > MAX_INPUT_DEPTH) {
     return invalidArgument(field, `input nests deeper than ${MAX_INPUT_DEPTH} levels`);
   }
-  if (holdsNul(value)) {
-    // Valid JSON (`"\u0000"`), but Postgres's jsonb cannot store it: refused here rather than
-    // failing the write (and, in a group commit, the writes of the creates beside it).
+  // Valid JSON (`"\u0000"`), but Postgres's jsonb cannot store it: refused here rather than
+  // failing the write (and, in a group commit, the writes of the creates beside it). JSON can only
+  // hold it escaped (JSON.parse refuses raw control characters), so text without the escape needs
+  // no walk; with it (or with an escaped backslash before `u0000`), the parsed value decides.
+  if (text.includes('\\u0000') && holdsNul(value)) {
     return invalidArgument(
       field,
       'input holds the character U+0000 (NUL), which cannot be stored; remove or replace it',

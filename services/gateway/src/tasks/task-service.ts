@@ -14,6 +14,7 @@ import {
   type DecisionView,
 } from '@sluice/bus';
 import {
+  SluiceErrorCode,
   isFinalStatus,
   isSluiceError,
   isTaskStatus,
@@ -518,7 +519,7 @@ export function createTaskService(deps: TaskServiceDeps): Partial<TaskServiceHan
 
 /** A `SluiceError` `already_exists` (a key used for another request) as its gRPC error. */
 function asAlreadyExists(error: unknown): never {
-  if (isSluiceError(error) && error.code === 'already_exists') throw alreadyExists(error.message);
+  if (isSluiceError(error, SluiceErrorCode.AlreadyExists)) throw alreadyExists(error.message);
   throw error;
 }
 

@@ -1,0 +1,47 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { isGrpcError } from '../grpc/index.js';
+import { MAX_INPUT_DEPTH, parseInput } from './input-validation.js';
+
+const LIMIT = 64 * 1024;
+
+/** The error message `parseInput` answered `text` with, or undefined when it accepted it. */
+function refusal(text: string, prefix?: string): string | undefined {
+  const parsed = parseInput(text, LIMIT, prefix);
+  return isGrpcError(parsed) ? parsed.message : undefined;
+}
+
+describe('parseInput', () => {
+  it('answers the parsed value of valid JSON', () => {
+    assert.deepEqual(parseInput('{"url":"https://example.com","n":[1,2]}', LIMIT), {
+      url: 'https://example.com',
+      n: [1, 2],
+    });
+  });
+
+  it('refuses empty, oversized and invalid input, naming the field', () => {
+    assert.match(refusal('  ') ?? '', /^input: input is required/);
+    assert.match(refusal(`"${'x'.repeat(LIMIT)}"`) ?? '', /^input: input is \d+ bytes/);
+    assert.match(
+      refusal('{"a":', 'tasks[2].') ?? '',
+      /^tasks\[2\]\.input: input is not valid JSON/,
+    );
+  });
+
+  it('refuses nesting deeper than the limit', () => {
+    const deep = '['.repeat(MAX_INPUT_DEPTH + 1) + ']'.repeat(MAX_INPUT_DEPTH + 1);
+    assert.match(refusal(deep) ?? '', /nests deeper/);
+    const deepest = '['.repeat(MAX_INPUT_DEPTH) + ']'.repeat(MAX_INPUT_DEPTH);
+    assert.equal(refusal(deepest), undefined);
+  });
+
+  it('refuses U+0000 in a string or a key, wherever it is nested', () => {
+    assert.match(refusal('{"a":"x\\u0000y"}') ?? '', /U\+0000/);
+    assert.match(refusal('{"a":[{"b\\u0000":1}]}') ?? '', /U\+0000/);
+  });
+
+  it('accepts text that only looks like the escape: an escaped backslash before u0000', () => {
+    // The JSON text `"\\u0000"` is the six characters \u0000, not U+0000.
+    assert.deepEqual(parseInput('{"a":"\\\\u0000"}', LIMIT), { a: '\\u0000' });
+  });
+});
