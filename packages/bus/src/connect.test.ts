@@ -3,7 +3,7 @@ import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { describe, it } from 'node:test';
-import { isSluiceError } from '@sluice/core';
+import { SluiceErrorCode, isSluiceError } from '@sluice/core';
 import { closeNats, connectNats, MIN_SERVER_VERSION, serverProblem } from './connect.js';
 import { natsUrl, startNatsServer } from './testing/index.js';
 
@@ -86,8 +86,7 @@ describe('connectNats', () => {
       await assert.rejects(
         connectNats({ url: `nats://127.0.0.1:${port}`, name: 'bus-no-js' }),
         (err: unknown) =>
-          isSluiceError(err) &&
-          err.code === 'failed_precondition' &&
+          isSluiceError(err, SluiceErrorCode.FailedPrecondition) &&
           /JetStream disabled/.test(err.message),
       );
     } finally {

@@ -5,7 +5,7 @@ import { jetstreamManager } from '@nats-io/jetstream';
 import type { KV } from '@nats-io/kv';
 import { connect } from '@nats-io/transport-node';
 import type { NatsConnection } from '@nats-io/transport-node';
-import { isSluiceError } from '@sluice/core';
+import { SluiceErrorCode, isSluiceError } from '@sluice/core';
 import { createBusCatalog } from './catalog.js';
 import type { BusCatalog } from './catalog.js';
 import { createLease } from './lease.js';
@@ -206,9 +206,8 @@ describe('createLease', () => {
         onAcquired: () => undefined,
         onLost: () => undefined,
       });
-      await assert.rejects(
-        lease.start(),
-        (err: unknown) => isSluiceError(err) && err.code === 'failed_precondition',
+      await assert.rejects(lease.start(), (err: unknown) =>
+        isSluiceError(err, SluiceErrorCode.FailedPrecondition),
       );
       assert.equal(lease.isLeader(), false);
     } finally {

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { isSluiceError } from '@sluice/core';
+import { SluiceErrorCode, isSluiceError } from '@sluice/core';
 import { decodeStepAdvisory } from './advisories.js';
 import {
   BusMessageError,
@@ -180,7 +180,7 @@ describe('message ids', () => {
       () => eventMsgId('', 1),
     ];
     for (const fn of bad) {
-      assert.throws(fn, (err: unknown) => isSluiceError(err) && err.code === 'invalid_argument');
+      assert.throws(fn, (err: unknown) => isSluiceError(err, SluiceErrorCode.InvalidArgument));
     }
   });
 });

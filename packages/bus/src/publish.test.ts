@@ -4,7 +4,7 @@ import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import type { JetStreamClient, JetStreamManager } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
 import type { NatsConnection } from '@nats-io/transport-node';
-import { isSluiceError } from '@sluice/core';
+import { SluiceErrorCode, isSluiceError } from '@sluice/core';
 import { createBusCatalog } from './catalog.js';
 import { dispatchMsgId, encodeMessage } from './messages.js';
 import { BusPublishError, publishDurable } from './publish.js';
@@ -137,9 +137,8 @@ describe('publishDurable', () => {
       { msgID: 'x', attempts: 0 },
       { msgID: 'x', timeoutMs: -1 },
     ]) {
-      await assert.rejects(
-        publishDurable(js, subject, dispatch(5), options),
-        (err: unknown) => isSluiceError(err) && err.code === 'invalid_argument',
+      await assert.rejects(publishDurable(js, subject, dispatch(5), options), (err: unknown) =>
+        isSluiceError(err, SluiceErrorCode.InvalidArgument),
       );
     }
   });

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { nanos } from '@nats-io/transport-node';
-import { isSluiceError } from '@sluice/core';
+import { SluiceErrorCode, isSluiceError } from '@sluice/core';
 import { createBusCatalog } from './catalog.js';
 import {
   advisoriesStreamSpec,
@@ -81,7 +81,7 @@ describe('stream specs', () => {
       () => stepConsumerSpec(c, 'llm', 0, { maxDeliver: -5 }),
     ];
     for (const fn of bad) {
-      assert.throws(fn, (err: unknown) => isSluiceError(err) && err.code === 'invalid_argument');
+      assert.throws(fn, (err: unknown) => isSluiceError(err, SluiceErrorCode.InvalidArgument));
     }
   });
 });

@@ -4,7 +4,7 @@ import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import type { JetStreamManager } from '@nats-io/jetstream';
 import { connect, nanos } from '@nats-io/transport-node';
 import type { NatsConnection } from '@nats-io/transport-node';
-import { isSluiceError } from '@sluice/core';
+import { SluiceErrorCode, isSluiceError } from '@sluice/core';
 import { decodeStepAdvisory } from './advisories.js';
 import { nextOrNull } from './fetch.js';
 import { createBusCatalog } from './catalog.js';
@@ -88,9 +88,8 @@ describe('topology', () => {
     assert.equal((await jsm.streams.info(c.streams.steps)).config.max_msgs, 42);
 
     const impossible = { ...stepsStreamSpec(c), retention: 'limits' as const };
-    await assert.rejects(
-      ensureStream(jsm, impossible),
-      (err: unknown) => isSluiceError(err) && err.code === 'failed_precondition',
+    await assert.rejects(ensureStream(jsm, impossible), (err: unknown) =>
+      isSluiceError(err, SluiceErrorCode.FailedPrecondition),
     );
   });
 
@@ -141,9 +140,8 @@ describe('topology', () => {
     const info = await jsm.streams.info(`KV_${c.buckets.leases}`);
     assert.equal(info.config.max_age, nanos(4_000));
 
-    await assert.rejects(
-      openKvBuckets(nc, c, { leaseTtlMs: 10 }),
-      (err: unknown) => isSluiceError(err) && err.code === 'invalid_argument',
+    await assert.rejects(openKvBuckets(nc, c, { leaseTtlMs: 10 }), (err: unknown) =>
+      isSluiceError(err, SluiceErrorCode.InvalidArgument),
     );
   });
 

@@ -7,7 +7,7 @@
 import assert from 'node:assert/strict';
 import { after, before, beforeEach, describe, it } from 'node:test';
 import { sql } from 'drizzle-orm';
-import { CLOSED_BREAKER, isSluiceError, type BreakerState } from '@sluice/core';
+import { CLOSED_BREAKER, SluiceErrorCode, isSluiceError, type BreakerState } from '@sluice/core';
 import { openDatabase, type DatabaseHandle } from '../client.js';
 import { migrateDatabase } from '../migrate.js';
 import { createTestDatabase, migratedTemplate, type TestDatabase } from '../testing/index.js';
@@ -170,7 +170,7 @@ describe('saveBreaker', () => {
         },
         epoch,
       ),
-      (error) => isSluiceError(error) && error.code === 'invalid_argument',
+      (error) => isSluiceError(error, SluiceErrorCode.InvalidArgument),
     );
     assert.deepEqual(await loadBreakers(handle.db), []);
   });

@@ -6,7 +6,7 @@
 import assert from 'node:assert/strict';
 import { after, before, beforeEach, describe, it } from 'node:test';
 import { sql } from 'drizzle-orm';
-import { isSluiceError } from '@sluice/core';
+import { SluiceErrorCode, isSluiceError } from '@sluice/core';
 import { openDatabase, type DatabaseHandle } from '../client.js';
 import { migrateDatabase } from '../migrate.js';
 import { createTestDatabase, migratedTemplate, type TestDatabase } from '../testing/index.js';
@@ -148,8 +148,7 @@ describe('addOverride', () => {
     for (const [change, field] of cases) {
       await assert.rejects(
         addOverride(handle.db, { ...base, ...change }),
-        (error) =>
-          isSluiceError(error) && error.code === 'invalid_argument' && error.field === field,
+        (error) => isSluiceError(error, SluiceErrorCode.InvalidArgument) && error.field === field,
         JSON.stringify(change),
       );
     }

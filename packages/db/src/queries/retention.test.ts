@@ -11,8 +11,8 @@ import {
   markTaskFinished,
   oneStepManifest,
   openTaskTypeDatabase,
-  type TaskTypeDatabase,
   waitForLockWaiter,
+  type TaskTypeDatabase,
 } from '../testing/index.js';
 import { insertDeadLetter, markDeadLetterRedriven, purgeDeadLetters } from './dead-letters.js';
 import {

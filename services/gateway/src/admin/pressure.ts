@@ -24,6 +24,7 @@ import {
   type GovernorDecision,
 } from '@sluice/bus';
 import {
+  SluiceErrorCode,
   isSluiceError,
   type BreakerStatus as CoreBreakerStatus,
   type Priority,
@@ -204,7 +205,7 @@ function expiryOf(ttl: Duration | null, nowMs: number): Date | null {
 
 /** `INVALID_ARGUMENT` naming the request field of a validation error; anything else unchanged. */
 function asInvalidArgument(error: unknown): unknown {
-  if (!isSluiceError(error) || error.code !== 'invalid_argument' || error.field === undefined) {
+  if (!isSluiceError(error, SluiceErrorCode.InvalidArgument) || error.field === undefined) {
     return error;
   }
   // The stored `expires_at` comes from the request's `ttl`.
