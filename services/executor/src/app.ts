@@ -45,7 +45,7 @@ import { retryWhileDatabaseDown } from './database-outage.js';
 import { startGovernorReporter, type GovernorReporter } from './governor-report.js';
 import { startHttpInstrumentation } from './http-instrumentation.js';
 import { createLlmGate } from './llm-gate.js';
-import { startPriorityPuller, type PriorityPuller } from './priority-puller.js';
+import { defaultPullBatch, startPriorityPuller, type PriorityPuller } from './priority-puller.js';
 import { Slots } from './slots.js';
 import { RunningSteps, runDispatchedStep, type StepRunnerDeps } from './step-runner.js';
 import {
@@ -208,6 +208,8 @@ export async function startExecutor(config: ExecutorConfig, log?: Logger): Promi
       resource,
       slots,
       ackWaitMs: config.SLUICE_ACK_WAIT_MS,
+      pullBatch:
+        config.SLUICE_EXECUTOR_PULL_BATCH ?? defaultPullBatch(config.SLUICE_EXECUTOR_SLOTS),
       log: logger,
       onConsumerMissing: (priority, notice) => repair.request(`${notice} (P${priority})`),
       handle: async (message) => {

@@ -36,6 +36,11 @@ export const EXECUTOR_ENV = {
         });
     }),
   SLUICE_EXECUTOR_SLOTS: intVar(DEFAULT_SLOTS, 1, 1_000),
+  /**
+   * Messages one pull request of a priority's consumer asks for, and how many of a priority may
+   * wait here for a slot; 0: half the slots (see `defaultPullBatch`).
+   */
+  SLUICE_EXECUTOR_PULL_BATCH: intVar(0, 0, 1_000).transform((v) => v || undefined),
   /** Comma-separated modules exporting task definitions (paths or package names). */
   SLUICE_TASK_MODULES: z
     .string()

@@ -69,6 +69,7 @@ describe('startPriorityPuller when its consumer disappears', () => {
       resource: RESOURCE,
       slots: new Slots(2),
       ackWaitMs: 5_000,
+      pullBatch: 1,
       log: quiet,
       onConsumerMissing: (priority) => missing.push(priority),
       handle: async (message) => {
@@ -108,6 +109,8 @@ describe('startPriorityPuller with an urgent reserve', () => {
       resource: RESOURCE,
       slots: new Slots(3, 1),
       ackWaitMs: 30_000,
+      // Batches of two: what waits here still starts in arrival order, and P0 first.
+      pullBatch: 2,
       log: quiet,
       // Each step runs until the test lets it finish.
       handle: async (message) => {
@@ -144,5 +147,119 @@ describe('startPriorityPuller with an urgent reserve', () => {
       for (const done of finish.values()) done();
       await puller.stop();
     }
+  });
+});
+
+describe('startPriorityPuller with a pull batch', () => {
+  const bus = busForSuite('puller-batch');
+  const { catalog } = bus;
+  const PULL_BATCH = 3;
+
+  /** Publishes P3 messages `p3-<from>` … `p3-<to>`, each its own id. */
+  async function publishP3(js: ReturnType<typeof jetstream>, from: number, to: number) {
+    for (let i = from; i <= to; i += 1) {
+      await publishDurable(
+        js,
+        catalog.subjects.step(RESOURCE, 3),
+        new TextEncoder().encode(`p3-${i}`),
+        {
+          msgID: `batch-p3-${i}`,
+        },
+      );
+    }
+  }
+
+  /** A puller of one slot whose first step runs until `finishFirst` is called. */
+  async function startBusyPuller(js: ReturnType<typeof jetstream>, started: string[]) {
+    let finishFirst: (() => void) | undefined;
+    const puller = await startPriorityPuller({
+      js,
+      catalog,
+      resource: RESOURCE,
+      slots: new Slots(1),
+      ackWaitMs: 30_000,
+      pullBatch: PULL_BATCH,
+      log: quiet,
+      handle: async (message) => {
+        started.push(message.string());
+        if (started.length === 1) await new Promise<void>((resolve) => (finishFirst = resolve));
+        message.ack();
+      },
+    });
+    await eventually(() => finishFirst !== undefined, 'the first step runs');
+    return { puller, finishFirst: () => finishFirst!() };
+  }
+
+  it('takes a batch ahead of its slots, and no more than two batches of a priority', async () => {
+    const js = jetstream(bus.nc());
+    const info = () =>
+      bus.jsm().consumers.info(catalog.streams.steps, catalog.consumers.step(RESOURCE, 3));
+    await publishP3(js, 1, 20);
+    const started: string[] = [];
+    const { puller, finishFirst } = await startBusyPuller(js, started);
+    try {
+      // Delivered and not acknowledged: the running step, a batch waiting here and at most one
+      // more batch in the client. Watched for a while, since it is a bound on what keeps coming.
+      const bound = 1 + 2 * PULL_BATCH;
+      let mostDelivered = 0;
+      for (let look = 0; look < 20; look += 1) {
+        mostDelivered = Math.max(mostDelivered, (await info()).num_ack_pending);
+        await new Promise((resolve) => setTimeout(resolve, 50));
+      }
+      assert.ok(mostDelivered > 1, `a batch was taken ahead of the slot (${mostDelivered})`);
+      assert.ok(mostDelivered <= bound, `${mostDelivered} delivered, at most ${bound} expected`);
+      assert.deepEqual(started, ['p3-1']);
+    } finally {
+      finishFirst();
+      await puller.stop();
+    }
+  });
+
+  it('hands what waits for a slot back on stop, so another executor runs it at once', async () => {
+    const js = jetstream(bus.nc());
+    await bus
+      .jsm()
+      .streams.purge(catalog.streams.steps, { filter: catalog.subjects.step(RESOURCE, 3) });
+    // One step runs and one batch waits: nothing else exists that could be on its way.
+    await publishP3(js, 101, 101 + PULL_BATCH);
+    const started: string[] = [];
+    const { puller, finishFirst } = await startBusyPuller(js, started);
+    const waitingHere = Array.from({ length: PULL_BATCH }, (_, i) => `p3-${102 + i}`);
+    try {
+      const stopping = puller.stop();
+      finishFirst();
+      await stopping;
+    } finally {
+      finishFirst();
+    }
+    assert.deepEqual(started, ['p3-101'], 'nothing else started while stopping');
+
+    // Without the hand-back these would come again only after the ack wait (30 s, longer than
+    // `eventually` waits); handed back, after the pulls' expiry (6 s). JetStream delivers at least
+    // once, so one of them may come twice (an executor's start refuses the second).
+    const next: string[] = [];
+    const other = await startPriorityPuller({
+      js,
+      catalog,
+      resource: RESOURCE,
+      slots: new Slots(4),
+      ackWaitMs: 30_000,
+      pullBatch: PULL_BATCH,
+      log: quiet,
+      handle: (message) => {
+        next.push(message.string());
+        message.ack();
+        return Promise.resolve();
+      },
+    });
+    try {
+      await eventually(
+        () => waitingHere.every((name) => next.includes(name)),
+        'the other puller runs the waiting batch',
+      );
+    } finally {
+      await other.stop();
+    }
+    assert.deepEqual([...new Set(next)].sort(), waitingHere);
   });
 });
