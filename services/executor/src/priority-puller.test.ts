@@ -1,7 +1,12 @@
 import assert from 'node:assert/strict';
 import { Writable } from 'node:stream';
 import { after, before, describe, it } from 'node:test';
-import { jetstream, jetstreamManager, type JetStreamManager } from '@nats-io/jetstream';
+import {
+  jetstream,
+  jetstreamManager,
+  type JetStreamClient,
+  type JetStreamManager,
+} from '@nats-io/jetstream';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import {
   createBusCatalog,
@@ -156,7 +161,7 @@ describe('startPriorityPuller with a pull batch', () => {
   const PULL_BATCH = 3;
 
   /** Publishes P3 messages `p3-<from>` … `p3-<to>`, each its own id. */
-  async function publishP3(js: ReturnType<typeof jetstream>, from: number, to: number) {
+  async function publishP3(js: JetStreamClient, from: number, to: number) {
     for (let i = from; i <= to; i += 1) {
       await publishDurable(
         js,
@@ -170,7 +175,7 @@ describe('startPriorityPuller with a pull batch', () => {
   }
 
   /** A puller of one slot whose first step runs until `finishFirst` is called. */
-  async function startBusyPuller(js: ReturnType<typeof jetstream>, started: string[]) {
+  async function startBusyPuller(js: JetStreamClient, started: string[]) {
     let finishFirst: (() => void) | undefined;
     const puller = await startPriorityPuller({
       js,
@@ -225,13 +230,9 @@ describe('startPriorityPuller with a pull batch', () => {
     const started: string[] = [];
     const { puller, finishFirst } = await startBusyPuller(js, started);
     const waitingHere = Array.from({ length: PULL_BATCH }, (_, i) => `p3-${102 + i}`);
-    try {
-      const stopping = puller.stop();
-      finishFirst();
-      await stopping;
-    } finally {
-      finishFirst();
-    }
+    const stopping = puller.stop();
+    finishFirst();
+    await stopping;
     assert.deepEqual(started, ['p3-101'], 'nothing else started while stopping');
 
     // Without the hand-back these would come again only after the ack wait (30 s, longer than
