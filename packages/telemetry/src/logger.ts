@@ -11,6 +11,7 @@ import { hostname } from 'node:os';
 import { context, isSpanContextValid, trace } from '@opentelemetry/api';
 import { pino } from 'pino';
 import type { DestinationStream, Logger as PinoLogger } from 'pino';
+import { stdoutDestination } from './log-destination.js';
 import { REDACTED, redactSecrets } from './redaction.js';
 
 /** A Sluice logger: pino's, so `child`, `isLevelEnabled` and the level methods are all there. */
@@ -31,7 +32,10 @@ export interface LoggerOptions {
   service: string;
   /** The minimum level written; default {@link DEFAULT_LOG_LEVEL}. */
   level?: LogLevel;
-  /** Where lines go; default stdout. Tests pass a stream to read what was logged. */
+  /**
+   * Where lines go; default stdout, the lines of one event-loop turn in one write
+   * ({@link stdoutDestination}). Tests pass a stream to read what was logged.
+   */
   destination?: DestinationStream;
 }
 
@@ -67,7 +71,7 @@ export function createLogger(options: LoggerOptions): Logger {
       },
       hooks: { streamWrite: scrubSecrets },
     },
-    options.destination,
+    options.destination ?? stdoutDestination(),
   );
   // pino gives its `bindings` formatter the root's base only, never a child's bindings: those are
   // censored where they enter. A child is made from its parent's prototype chain, so every
