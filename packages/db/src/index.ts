@@ -265,7 +265,6 @@ export {
 } from './queries/overrides.js';
 export type { NewOverride, Override } from './queries/overrides.js';
 export {
-  SIGNAL_DISPATCH_HORIZON_MS,
   databaseConnectionUsage,
   queueDepths,
   retryShare,
@@ -278,6 +277,5 @@ export type {
   QueueDepths,
   ReadyDepth,
   RetryShare,
-  SignalWindowOptions,
   StepLatency,
 } from './queries/pressure-signals.js';

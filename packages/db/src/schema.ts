@@ -253,8 +253,14 @@ export const taskSteps = pgTable(
     index('task_steps_in_flight_resource_idx')
       .on(t.resource, t.tenantId)
       .where(sql`${t.status} in ('dispatched', 'running')`),
-    // Recent admissions per priority: the rate behind GetTask's estimated wait.
-    index('task_steps_dispatched_idx').on(t.priority, t.dispatchedAt),
+    // Steps by priority and their latest activity (dispatch, start or finish): what recent
+    // windows read — the admissions behind GetTask's estimated wait, the P0 starts behind the
+    // urgent-wait guard, the governor's latency and retry signals — each a range of the window's
+    // steps, however long ago a step was dispatched and however much history the last hour holds.
+    index('task_steps_activity_idx').on(
+      t.priority,
+      sql`greatest(${t.dispatchedAt}, ${t.startedAt}, ${t.finishedAt})`,
+    ),
     index('task_steps_unapplied_idx')
       .on(t.id)
       .where(sql`${t.outcome} is not null and ${t.outcomeAppliedAt} is null`),

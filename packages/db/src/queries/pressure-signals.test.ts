@@ -154,8 +154,18 @@ describe('stepLatencies', () => {
     await insertSteps([
       { priority: 3, status: 'running', due: 6_000, dispatched: 1_500, started: 1_000 },
     ]);
+    // P2: dispatched four hours ago, started only now: counted, however old its dispatch.
+    await insertSteps([
+      {
+        priority: 2,
+        status: 'running',
+        due: 4 * 3_600_000,
+        dispatched: 4 * 3_600_000,
+        started: 1_000,
+      },
+    ]);
     // Outside the sample: finished before the window; started, then put back for a retry (its
-    // due time is after its start); dispatched beyond the horizon; never started.
+    // due time is after its start); never started.
     await insertSteps([
       {
         priority: 0,
@@ -166,13 +176,6 @@ describe('stepLatencies', () => {
         finished: 170_000,
       },
       { priority: 0, status: 'ready', due: -5_000, dispatched: 20_000, started: 15_000 },
-      {
-        priority: 2,
-        status: 'running',
-        due: 4 * 3_600_000,
-        dispatched: 4 * 3_600_000,
-        started: 1_000,
-      },
       { priority: 2, status: 'cancelled', due: 30_000, finished: 1_000 },
     ]);
 
@@ -181,18 +184,20 @@ describe('stepLatencies', () => {
       latencies.map(({ priority, started, finished }) => ({ priority, started, finished })),
       [
         { priority: 1, started: 20, finished: 10 },
+        { priority: 2, started: 1, finished: 0 },
         { priority: 3, started: 1, finished: 0 },
       ],
     );
-    const [p1, p3] = latencies as [StepLatency, StepLatency];
+    const [p1, p2, p3] = latencies as [StepLatency, StepLatency, StepLatency];
     // percentile_cont interpolates: 95 % of the way through 20 samples lies between the 19th and 20th.
     close(p1.waitP95Ms, 1_905, 'P1 wait p95');
     close(p1.runP95Ms, 70_550, 'P1 run p95');
+    close(p2.waitP95Ms, 4 * 3_600_000 - 1_000, 'P2 wait p95');
     close(p3.waitP95Ms, 5_000, 'P3 wait p95');
     assert.equal(p3.runP95Ms, null);
 
-    // A wider window takes in the P0 step that finished 170 s ago, and a longer horizon the P2 one.
-    const wide = await stepLatencies(handle.db, 200_000, { horizonMs: 5 * 3_600_000 });
+    // A wider window takes in the P0 step that finished 170 s ago, and the P1 starts before it.
+    const wide = await stepLatencies(handle.db, 200_000);
     assert.deepEqual(
       wide.map(({ priority, started, finished }) => ({ priority, started, finished })),
       [
@@ -278,13 +283,22 @@ describe('databaseConnectionUsage', () => {
 });
 
 describe('plans', () => {
-  it('reads indexes, not the finished history, with thousands of old steps', async () => {
+  it('reads only the steps of the window, not the finished history, with thousands of old steps', async () => {
+    // Days old, and (what a busy hour leaves) finished half an hour ago.
     await handle.db.execute(sql`
       insert into task_steps (task_id, seq, name, resource, tenant_id, priority, status, input,
         attempts, due_at, dispatched_at, started_at, finished_at)
       select ${taskId}, 10000 + g, 'only', 'tool:' || (g % 7), 'acme', g % 4, 'succeeded', '{}',
         1 + g % 2, now() - interval '3 days', now() - interval '3 days',
         now() - interval '3 days', now() - interval '2 days'
+      from generate_series(1, 5000) g
+    `);
+    await handle.db.execute(sql`
+      insert into task_steps (task_id, seq, name, resource, tenant_id, priority, status, input,
+        attempts, due_at, dispatched_at, started_at, finished_at)
+      select ${taskId}, 20000 + g, 'only', 'tool:' || (g % 7), 'acme', g % 4, 'succeeded', '{}',
+        1, now() - interval '31 minutes', now() - interval '31 minutes',
+        now() - interval '31 minutes', now() - interval '30 minutes'
       from generate_series(1, 5000) g
     `);
     await insertSteps([{ status: 'ready', due: 1_000 }], 5);
@@ -294,6 +308,11 @@ describe('plans', () => {
     for (const [name, statement] of Object.entries(statements)) {
       const plan = (await explainAnalyze(handle.db, statement)).join('\n');
       assert.doesNotMatch(plan, /Seq Scan on task_steps/, `${name}:\n${plan}`);
+      // Each index read returns the window's few steps (5 ready, 5 running, and entries of the
+      // steps earlier tests deleted, which no vacuum has removed), not the 5,000 of the last hour.
+      const scanned = [...plan.matchAll(/Index Scan[^\n]* on task_steps[^\n]*rows=(\d+) loops/g)];
+      assert.ok(scanned.length > 0, `${name}: no index scan of task_steps:\n${plan}`);
+      for (const [, rows] of scanned) assert.ok(Number(rows) < 1_000, `${name}:\n${plan}`);
     }
     // And the signal queries themselves run on that data.
     assert.equal((await queueDepths(handle.db)).ready[0]?.ready, 5);

@@ -2,31 +2,22 @@
  * The pressure signals the governor reads from Postgres every tick (ARCHITECTURE.md, backpressure):
  * queue depth, wait and run latency per priority, the retry share and connection usage. Read-only,
  * and cheap enough to run every second: each reads only the rows one of `task_steps`' partial or
- * recent-dispatch indexes points at, never the finished history.
+ * activity indexes points at — the queue, the steps in flight, the steps active in the window —
+ * never the finished history.
  */
 import { sql, type SQL } from 'drizzle-orm';
 import type { Priority } from '@sluice/core';
 import type { Executor } from '../client.js';
 
 /**
- * How far before the window's start the latency and retry queries look for dispatches. A step
- * started (or finished) in the window was dispatched before that, and `dispatched_at` is what the
- * index covers; a step dispatched earlier than `window + horizon` ago — a run longer than an hour,
- * or a message that sat undelivered that long — is left out of the sample.
+ * The index-usable bound of the windowed queries: steps of any priority whose latest activity
+ * (dispatch, start or finish) is in the window, a range of `task_steps_activity_idx`. Every step
+ * that started or finished in the window is among them, however long ago it was dispatched; a
+ * step only dispatched in the window is read and left out by the queries' own conditions.
  */
-export const SIGNAL_DISPATCH_HORIZON_MS = 60 * 60 * 1_000;
-
-/** Options of the windowed signal queries. */
-export interface SignalWindowOptions {
-  /** See {@link SIGNAL_DISPATCH_HORIZON_MS} (the default). */
-  readonly horizonMs?: number;
-}
-
-/** The index-usable bound of the windowed queries: recent dispatches, every priority. */
-function recentDispatches(windowMs: number, options: SignalWindowOptions): SQL {
-  const horizonMs = windowMs + (options.horizonMs ?? SIGNAL_DISPATCH_HORIZON_MS);
+function activeSince(since: SQL): SQL {
   return sql`priority in (0, 1, 2, 3)
-    and dispatched_at > now() - make_interval(secs => ${horizonMs / 1_000})`;
+    and greatest(dispatched_at, started_at, finished_at) > ${since}`;
 }
 
 /** The start of the window, by the database's clock (the rows' timestamps are by it too). */
@@ -38,10 +29,12 @@ function windowStart(windowMs: number): SQL {
  * The statements behind the step signals, for `EXPLAIN` in tests and benchmarks: due ready steps
  * by resource and priority, in-flight steps by resource, and (over `windowMs`) latencies and retries.
  */
-export function signalStatements(
-  windowMs: number,
-  options: SignalWindowOptions = {},
-): { readyDepths: SQL; inFlightDepths: SQL; latencies: SQL; retries: SQL } {
+export function signalStatements(windowMs: number): {
+  readyDepths: SQL;
+  inFlightDepths: SQL;
+  latencies: SQL;
+  retries: SQL;
+} {
   const since = windowStart(windowMs);
   return {
     readyDepths: sql`
@@ -71,7 +64,7 @@ export function signalStatements(
           coalesce(started_at > ${since} and started_at >= due_at, false) as waited,
           coalesce(finished_at > ${since} and finished_at >= started_at, false) as ran
         from task_steps
-        where ${recentDispatches(windowMs, options)} and started_at is not null
+        where ${activeSince(since)} and started_at is not null
       ) s
       where waited or ran
       group by priority
@@ -80,7 +73,7 @@ export function signalStatements(
     retries: sql`
       select count(*)::int as started, (count(*) filter (where attempts > 1))::int as retries
       from task_steps
-      where ${recentDispatches(windowMs, options)} and started_at > ${since}
+      where ${activeSince(since)} and started_at > ${since}
     `,
   };
 }
@@ -144,18 +137,14 @@ export interface StepLatency {
  * requeue) has a `due_at` after its `started_at` and is left out of the wait sample until it starts
  * again. Only priorities with a started or finished step are returned, in priority order.
  */
-export async function stepLatencies(
-  executor: Executor,
-  windowMs: number,
-  options: SignalWindowOptions = {},
-): Promise<StepLatency[]> {
+export async function stepLatencies(executor: Executor, windowMs: number): Promise<StepLatency[]> {
   const rows = await executor.execute<{
     priority: number;
     wait_p95: number | null;
     run_p95: number | null;
     started: number;
     finished: number;
-  }>(signalStatements(windowMs, options).latencies);
+  }>(signalStatements(windowMs).latencies);
 
   return rows.map((row) => ({
     priority: row.priority as Priority,
@@ -174,13 +163,9 @@ export interface RetryShare {
 }
 
 /** Among the steps started in the last `windowMs`, how many were on a second or later attempt. */
-export async function retryShare(
-  executor: Executor,
-  windowMs: number,
-  options: SignalWindowOptions = {},
-): Promise<RetryShare> {
+export async function retryShare(executor: Executor, windowMs: number): Promise<RetryShare> {
   const rows = await executor.execute<{ started: number; retries: number }>(
-    signalStatements(windowMs, options).retries,
+    signalStatements(windowMs).retries,
   );
 
   return { started: rows[0]?.started ?? 0, retries: rows[0]?.retries ?? 0 };

@@ -23,6 +23,7 @@ export async function queueStanding(
   executor: Executor,
   taskId: string,
 ): Promise<QueueStanding | undefined> {
+  const since = sql`now() - make_interval(secs => ${ADMISSION_RATE_WINDOW_MS / 1_000})`;
   const rows = await executor.execute<{ resource: string; ahead: number; admitted: number }>(sql`
     with mine as (
       select priority, due_at, id, resource from task_steps
@@ -37,7 +38,10 @@ export async function queueStanding(
       ) as ahead,
       (select count(*)::int from task_steps s
         where s.priority = mine.priority
-          and s.dispatched_at > now() - make_interval(secs => ${ADMISSION_RATE_WINDOW_MS / 1_000})
+          -- A range of the activity index (a step dispatched since then was active since then),
+          -- then the dispatches themselves.
+          and greatest(s.dispatched_at, s.started_at, s.finished_at) > ${since}
+          and s.dispatched_at > ${since}
       ) as admitted
     from mine
   `);

@@ -37,7 +37,7 @@ export interface UrgentWaitReading {
 
 /**
  * Reads the P0 starts since `cursor` (without one: of the last `firstWindowMs`) and the steps in
- * flight. Two index range reads: P0 steps dispatched lately, steps in flight.
+ * flight. Two index range reads: P0 steps active lately, steps in flight.
  */
 export async function readUrgentWaits(
   executor: Executor,
@@ -59,9 +59,8 @@ export async function readUrgentWaits(
         s.started_at
       from task_steps s, since
       where s.priority = 0
-        -- So the read is a range of the (priority, dispatched_at) index: a P0 step that took
-        -- longer than this from its dispatch to its start is not counted.
-        and s.dispatched_at > since.at - interval '1 minute'
+        -- A range of the activity index: a step started since then was active since then.
+        and greatest(s.dispatched_at, s.started_at, s.finished_at) > since.at
         and s.started_at > since.at
     ),
     in_flight as (
