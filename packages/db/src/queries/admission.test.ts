@@ -110,10 +110,17 @@ describe('admission limits', () => {
     // Three claimers of different batch sizes, while urgent work keeps arriving and steps finish: the
     // order of the ready queue changes between their snapshots, the case a lock-free claim gets
     // wrong.
+    // makeSteps creates each step in the task type's resource and then moves it here: a claimer
+    // that took it in between would bring a dispatched step into this resource past its
+    // admission (6 in flight, one CI run in many). The claimers leave that resource alone.
+    const claimerSettings: AdmissionSettings = {
+      ...settings,
+      closedResources: [manifest.steps[0]!.resource],
+    };
     const claimer = async (batch: number) => {
       while (running()) {
         await handle.db.transaction(async (tx) => {
-          await claimReadySteps(tx, batch, settings);
+          await claimReadySteps(tx, batch, claimerSettings);
           // Still under the admission lock: the count after this claim, which no claim can raise.
           const [row] = await tx.execute<{ all: number; acme: number }>(sql`
             select count(*)::int as all, (count(*) filter (where tenant_id = 'acme'))::int as acme
