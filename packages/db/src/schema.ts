@@ -257,6 +257,7 @@ export const taskSteps = pgTable(
     // windows read — the admissions behind GetTask's estimated wait, the P0 starts behind the
     // urgent-wait guard, the governor's latency and retry signals — each a range of the window's
     // steps, however long ago a step was dispatched and however much history the last hour holds.
+    // The readers take the expression from latestStepActivity (queries/step-activity.ts).
     index('task_steps_activity_idx').on(
       t.priority,
       sql`greatest(${t.dispatchedAt}, ${t.startedAt}, ${t.finishedAt})`,

@@ -8,6 +8,7 @@
 import { sql, type SQL } from 'drizzle-orm';
 import type { Priority } from '@sluice/core';
 import type { Executor } from '../client.js';
+import { latestStepActivity } from './step-activity.js';
 
 /**
  * The index-usable bound of the windowed queries: steps of any priority whose latest activity
@@ -17,7 +18,7 @@ import type { Executor } from '../client.js';
  */
 function activeSince(since: SQL): SQL {
   return sql`priority in (0, 1, 2, 3)
-    and greatest(dispatched_at, started_at, finished_at) > ${since}`;
+    and ${latestStepActivity()} > ${since}`;
 }
 
 /** The start of the window, by the database's clock (the rows' timestamps are by it too). */

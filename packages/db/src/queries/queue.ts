@@ -4,6 +4,7 @@
  */
 import { sql } from 'drizzle-orm';
 import type { Executor } from '../client.js';
+import { latestStepActivity } from './step-activity.js';
 
 /** How far back admissions are counted for the rate. */
 export const ADMISSION_RATE_WINDOW_MS = 5 * 60 * 1_000;
@@ -40,7 +41,7 @@ export async function queueStanding(
         where s.priority = mine.priority
           -- A range of the activity index (a step dispatched since then was active since then),
           -- then the dispatches themselves.
-          and greatest(s.dispatched_at, s.started_at, s.finished_at) > ${since}
+          and ${latestStepActivity('s')} > ${since}
           and s.dispatched_at > ${since}
       ) as admitted
     from mine

@@ -4,6 +4,7 @@
  */
 import { sql } from 'drizzle-orm';
 import type { Executor } from '../client.js';
+import { latestStepActivity } from './step-activity.js';
 
 /**
  * One P0 step's wait from its dispatch (the claim transaction's start) to its start (the start
@@ -60,7 +61,7 @@ export async function readUrgentWaits(
       from task_steps s, since
       where s.priority = 0
         -- A range of the activity index: a step started since then was active since then.
-        and greatest(s.dispatched_at, s.started_at, s.finished_at) > since.at
+        and ${latestStepActivity('s')} > since.at
         and s.started_at > since.at
     ),
     in_flight as (
