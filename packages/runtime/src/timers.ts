@@ -18,6 +18,11 @@ export class Waker {
     resolve?.();
   }
 
+  /** Whether a wake-up came since the last wait ended: the next wait then returns at once. */
+  get hasWakeUp(): boolean {
+    return this.woken;
+  }
+
   /** Waits up to `ms`, or until woken (a wake that came before the wait counts). */
   wait(ms: number): Promise<void> {
     if (this.woken) {

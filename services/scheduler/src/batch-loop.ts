@@ -20,14 +20,22 @@ export interface BatchLoopOptions {
   readonly name: string;
   readonly pollMs: number;
   readonly log: Logger;
-  /** Does one batch; returns true when there may be more work right away. */
-  readonly runBatch: () => Promise<boolean>;
   /**
-   * After a pause, how long to let work gather before the next batch (0: none). For a loop off
-   * the tasks' critical path woken by each of many small commits (the event relay), so that a
-   * burst makes one batch and one commit instead of one per wake-up.
+   * Does one batch; returns true when there may be more work right away, or a {@link BatchReport}
+   * (which also says how much the batch handled, for the gather).
+   */
+  readonly runBatch: () => Promise<boolean | BatchReport>;
+  /**
+   * How long to let work gather before the next batch while the loop is busy (0: never), so that
+   * a stream of small commits (the event relay's wake-ups) makes one batch and one commit per
+   * interval instead of one per wake-up. Busy means work arrived while the last batch ran and that
+   * batch handled more than one item (or did not say how many). One item per batch is a quiet
+   * system's pace — the events of a task on an idle system come a few milliseconds apart — where
+   * a gather would only make each of them later.
    */
   readonly gatherMs?: number;
+  /** How the loop sleeps while work gathers (tests replace it). */
+  readonly sleep?: (ms: number) => Promise<void>;
   /**
    * Sees every failed batch before the pause (e.g. to have lost NATS streams recreated, which no
    * pause alone would bring back).
@@ -35,17 +43,28 @@ export interface BatchLoopOptions {
   readonly onError?: (error: unknown) => void;
 }
 
+/** What a batch reports besides whether more work waits. */
+export interface BatchReport {
+  readonly more: boolean;
+  /** Items the batch handled. */
+  readonly handled: number;
+}
+
 /** Pause after a failed batch (Postgres or NATS trouble) before trying again. */
 const ERROR_PAUSE_MS = 1_000;
 
 export function startBatchLoop(options: BatchLoopOptions): BatchLoop {
   const waker = new Waker();
+  const sleep = options.sleep ?? ((ms: number) => setTimeout(ms));
   let stopped = false;
   const done = (async () => {
     while (!stopped) {
       let more = false;
+      let handled = Number.POSITIVE_INFINITY; // a batch that does not say counts as a full one
       try {
-        more = await options.runBatch();
+        const report = await options.runBatch();
+        if (typeof report === 'boolean') more = report;
+        else ({ more, handled } = report);
       } catch (error) {
         options.log.error({ err: error, loop: options.name }, 'batch failed; retrying');
         try {
@@ -57,10 +76,11 @@ export function startBatchLoop(options: BatchLoopOptions): BatchLoop {
         continue;
       }
       if (!more && !stopped) {
+        const busy = waker.hasWakeUp && handled > 1;
         await waker.wait(options.pollMs);
         // Wake-ups meanwhile are kept by the waker (the next wait returns at once); a stop waits
         // at most this long.
-        if (options.gatherMs && !stopped) await setTimeout(options.gatherMs);
+        if (busy && options.gatherMs && !stopped) await sleep(options.gatherMs);
       }
     }
   })();

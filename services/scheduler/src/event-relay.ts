@@ -14,6 +14,7 @@ import {
   type TaskEventRecord,
 } from '@sluice/db';
 import type { Logger, Metrics } from '@sluice/telemetry';
+import type { BatchReport } from './batch-loop.js';
 import type { TaskHistory } from './task-history.js';
 import { recordTaskMetrics } from './task-metrics.js';
 
@@ -35,11 +36,12 @@ export interface EventRelayDeps {
  * Publishes one batch. Publications are pipelined on one connection, so the stream stores them in
  * the order sent (ascending `id`, hence ascending per-task sequence). An event whose publication
  * failed stays unpublished and is retried with the next batch; events of the same task after it
- * are held back too, so a task's events are never marked published out of order.
+ * are held back too, so a task's events are never marked published out of order. Reports whether
+ * a full batch was published (more may wait) and how many events it read.
  */
-export async function relayEventBatch(deps: EventRelayDeps): Promise<boolean> {
+export async function relayEventBatch(deps: EventRelayDeps): Promise<BatchReport> {
   const events = await unpublishedEvents(deps.db, deps.batchSize);
-  if (events.length === 0) return false;
+  if (events.length === 0) return { more: false, handled: 0 };
   const results = await Promise.allSettled(events.map((event) => publish(deps, event)));
   const blockedTasks = new Set<string>();
   const published: number[] = [];
@@ -63,7 +65,10 @@ export async function relayEventBatch(deps: EventRelayDeps): Promise<boolean> {
     deps,
     events.filter((event) => marked.has(event.id)),
   );
-  return events.length === deps.batchSize && blockedTasks.size === 0;
+  return {
+    more: events.length === deps.batchSize && blockedTasks.size === 0,
+    handled: events.length,
+  };
 }
 
 function publish(deps: EventRelayDeps, event: TaskEventRecord) {
