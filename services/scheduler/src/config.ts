@@ -31,10 +31,11 @@ export const SCHEDULER_ENV = {
    */
   SLUICE_URGENT_WAIT_TARGET_MS: intVar(30, 0, 3_600_000),
   /**
-   * The least time between two batches of the event relay while wake-ups come close together:
-   * under load, one batch (a read, a mark, a commit) per this interval instead of one per
-   * committed event, and events reach subscribers up to this much later. A wake-up after a longer
-   * quiet is published at once. Steps are dispatched apart from it.
+   * How long the event relay lets events gather before its next batch while it is busy (events
+   * arrived while its last batch ran, and that batch relayed more than one): under load, one
+   * batch (a read, a mark, a commit) per this interval instead of one per committed event, and
+   * events reach subscribers up to this much later. Otherwise it publishes at once, so a task's
+   * events on a quiet system are not delayed. Steps are dispatched apart from it.
    */
   SLUICE_RELAY_GATHER_MS: intVar(10, 0, 1_000),
   /** Leader lease time-to-live of the event relay and of the reconciler. */
