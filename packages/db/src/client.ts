@@ -5,8 +5,11 @@ import { drizzle, type PostgresJsDatabase } from 'drizzle-orm/postgres-js';
 import postgres from 'postgres';
 import * as schema from './schema.js';
 
-/** The drizzle database of Sluice. */
-export type Database = PostgresJsDatabase<typeof schema>;
+/**
+ * The drizzle database of Sluice, with its pool (`$client`) for what drizzle cannot send, such as
+ * a transaction whose `COMMIT` goes out with its statements (task-batch.ts).
+ */
+export type Database = PostgresJsDatabase<typeof schema> & { readonly $client: postgres.Sql };
 /** A transaction of {@link Database}; queries accept either. */
 export type Transaction = Parameters<Parameters<Database['transaction']>[0]>[0];
 /** Where a query can run: the pool or an open transaction. */

@@ -4,9 +4,13 @@
  * tasks, a race with retention); concurrent batches sharing keys neither deadlock nor duplicate.
  */
 import assert from 'node:assert/strict';
+import { connect } from 'node:net';
 import { afterEach, beforeEach, describe, it } from 'node:test';
 import { SluiceError, type Json } from '@sluice/core';
-import type { DatabaseHandle } from '../client.js';
+import { drizzle } from 'drizzle-orm/postgres-js';
+import postgres from 'postgres';
+import type { Database, DatabaseHandle } from '../client.js';
+import * as schema from '../schema.js';
 import {
   markTaskFinished,
   openTaskTypeDatabase,
@@ -218,6 +222,61 @@ describe('submitTasks', () => {
     assert.equal(idByKey.size, keys.length);
     assert.equal(created, keys.length);
     assert.equal(await count('tasks'), keys.length);
+  });
+
+  it('sends a batch whose keys are all new, with its begin and commit, in one write', async () => {
+    // A pool of one connection whose socket counts the writes the driver makes.
+    let writes = 0;
+    const url = new URL(fixture.database.url);
+    const options = {
+      max: 1,
+      onnotice: () => {},
+      socket: () => {
+        const socket = connect({ host: url.hostname, port: Number(url.port || 5432) });
+        const write = socket.write.bind(socket) as (...args: unknown[]) => boolean;
+        socket.write = (...args: unknown[]) => {
+          writes += 1;
+          return write(...args);
+        };
+        return socket;
+      },
+    } as postgres.Options<Record<string, postgres.PostgresType>>; // `socket`: not in the types
+    const client = postgres(fixture.database.url, options);
+    const db: Database = drizzle(client, { schema });
+    try {
+      // The first try on a connection prepares its statements (a round trip each).
+      await submitTasks(db, [request({ idempotencyKey: 'warm-up' })]);
+      writes = 0;
+      const [result] = await submitTasks(db, [
+        request({ idempotencyKey: 'one-write', input: { n: 2 } }),
+      ]);
+      assert.equal(result?.kind, 'created');
+      assert.equal(writes, 1, 'begin, the insert, the check and commit in one write');
+      const [row] = await handle.sql<{ n: number }[]>`
+        select count(*)::int as n from tasks where idempotency_key = 'one-write'`;
+      assert.equal(row?.n, 1, 'committed: another connection sees the task');
+    } finally {
+      await client.end();
+    }
+  });
+
+  it('leaves nothing of a refused one-write try: a held key and a new one in one batch', async () => {
+    // The one-write try inserts the new entry, then its check refuses (the held key was not
+    // inserted) and its COMMIT rolls back; the transaction that follows inserts the same entry,
+    // under the same id, which only works if the try wrote nothing.
+    const [held] = await submitTasks(handle.db, [request({ idempotencyKey: 'held' })]);
+    const results = await submitTasks(handle.db, [
+      request({ idempotencyKey: 'new', input: { n: 3 } }),
+      request({ idempotencyKey: 'held' }),
+    ]);
+    assert.deepEqual(
+      results.map((result) => result.kind),
+      ['created', 'existing'],
+    );
+    assert.equal(idOf(results[1] as SubmitTaskResult), idOf(held as SubmitTaskResult));
+    assert.equal(await count('tasks'), 2);
+    assert.equal(await count('task_steps'), 2);
+    assert.equal(await count('task_events'), 2);
   });
 
   it('refuses a batch that repeats a key, or mixes tenants', async () => {

@@ -4,8 +4,10 @@
  */
 import { randomUUID } from 'node:crypto';
 import { sql, type SQL } from 'drizzle-orm';
+import { PgDialect } from 'drizzle-orm/pg-core';
 import { NO_TASK, decideTransition, type TaskStatus } from '@sluice/core';
 import type { Database, Executor, Transaction } from '../client.js';
+import { codeOf } from '../error-chain.js';
 import { recordOf } from '../raw-rows.js';
 import { idempotencyTombstones, tasks } from '../schema.js';
 import { textArrayOf } from './batch-input.js';
@@ -106,6 +108,11 @@ export async function submitTasksClaiming(
       return { results, claimed: await claimUrgent(tx, results) };
     });
   }
+  if (!anyUrgent) {
+    // The usual keyed create (every key new): one round trip. Otherwise, the transaction below.
+    const rows = await insertKeyedInOneWrite(db, tenantId, entries, status);
+    if (rows !== undefined) return { results: answer(entries, new Map(), rows), claimed: [] };
+  }
   // Entries whose key belongs to a task retention deleted: answered from the tombstone, not
   // inserted (an insert of them would succeed, the key being free again).
   const answered = new Map<number, SubmitTaskResult>();
@@ -123,6 +130,69 @@ export async function submitTasksClaiming(
         return { results: answer(entries, answered, new Map()), claimed: [] };
       }
     }
+  }
+}
+
+/** The SQLSTATE of `sluice_refuse_commit` (migration 0010). */
+const COMMIT_REFUSED = 'SLR01';
+
+/** Turns the statements built here into text and parameters for the driver. */
+const dialect = new PgDialect();
+
+/**
+ * A batch with keys in one round trip, when every key is new: `begin`, the insert, a check, and
+ * `commit` go out in one write on a reserved connection. The check (a later statement than the
+ * insert, so it sees what a retention that the insert waited for committed, as in
+ * {@link insertWithKeys}) refuses to let the transaction commit unless every entry was inserted
+ * and no key has a live tombstone: its error makes the `COMMIT` sent after it a rollback (a
+ * transaction in which a statement failed can only roll back). Answers the inserted rows by id, or
+ * undefined when refused: nothing was written, and the caller takes {@link insertWithKeys}, which
+ * answers held keys and deleted tasks.
+ *
+ * Why not `db.transaction`: postgres.js sends `COMMIT` when the callback settles, so a callback
+ * that waits for its statements pays a round trip for it, and drizzle's statements start a few
+ * microtasks after they are called, so one that does not wait could see its `COMMIT` go out
+ * first. Here each statement is started (`execute`) in order, and the driver keeps that order.
+ */
+async function insertKeyedInOneWrite(
+  db: Database,
+  tenantId: string,
+  entries: readonly BatchEntry[],
+  status: TaskStatus,
+): Promise<Map<string, Record<string, unknown>> | undefined> {
+  const insert = dialect.sqlToQuery(insertStatement(tenantId, entries, status));
+  const ids = JSON.stringify(entries.map((entry) => entry.id));
+  const keys = entries.flatMap(({ task }) => task.idempotencyKey ?? []);
+  const check = dialect.sqlToQuery(sql`
+    select sluice_refuse_commit('a key is held or belongs to a deleted task')
+    where (select count(*) from tasks
+           where tenant_id = ${tenantId}
+             and id = any(array(select jsonb_array_elements_text(${ids}::jsonb)::uuid)))
+          <> ${entries.length}
+       or exists (select 1 from idempotency_tombstones
+                  where tenant_id = ${tenantId} and idempotency_key = any(${textArrayOf(keys)})
+                    and expires_at > now())`);
+  const reserved = await db.$client.reserve();
+  try {
+    const statements = [
+      reserved`begin`,
+      reserved.unsafe(insert.sql, insert.params as never[], { prepare: true }),
+      reserved.unsafe(check.sql, check.params as never[], { prepare: true }),
+      reserved`commit`,
+    ];
+    for (const statement of statements) void statement.execute();
+    const [began, inserted, checked, committed] = await Promise.allSettled(statements);
+    for (const settled of [began, inserted, committed]) {
+      if (settled?.status === 'rejected') throw settled.reason;
+    }
+    if (checked?.status === 'rejected') {
+      const reason: unknown = checked.reason;
+      if (reason instanceof Error && codeOf(reason) === COMMIT_REFUSED) return undefined;
+      throw reason;
+    }
+    return rowsById((inserted as PromiseFulfilledResult<Iterable<Record<string, unknown>>>).value);
+  } finally {
+    reserved.release();
   }
 }
 
