@@ -161,17 +161,15 @@ async function insertKeyedInOneWrite(
   status: TaskStatus,
 ): Promise<Map<string, Record<string, unknown>> | undefined> {
   const insert = dialect.sqlToQuery(insertStatement(tenantId, entries, status));
-  const ids = JSON.stringify(entries.map((entry) => entry.id));
+  const ids = entries.map((entry) => entry.id);
   const keys = entries.flatMap(({ task }) => task.idempotencyKey ?? []);
+  // A live tombstone is what the transaction's tombstone read looks for (one definition of both).
   const check = dialect.sqlToQuery(sql`
     select sluice_refuse_commit('a key is held or belongs to a deleted task')
     where (select count(*) from tasks
-           where tenant_id = ${tenantId}
-             and id = any(array(select jsonb_array_elements_text(${ids}::jsonb)::uuid)))
+           where tenant_id = ${tenantId} and id = any(${textArrayOf(ids)}::uuid[]))
           <> ${entries.length}
-       or exists (select 1 from idempotency_tombstones
-                  where tenant_id = ${tenantId} and idempotency_key = any(${textArrayOf(keys)})
-                    and expires_at > now())`);
+       or exists (${liveTombstonesStatement(tenantId, keys)})`);
   const reserved = await db.$client.reserve();
   try {
     const statements = [
