@@ -149,6 +149,11 @@ export interface GatewayFixtureOptions {
   readonly log?: Logger;
   /** More of the gateway's configuration (`SLUICE_*` variables), over the fixture's own. */
   readonly env?: Readonly<Record<string, string>>;
+  /**
+   * The URL the gateway reaches its database by, given the database's own (e.g. through a proxy
+   * that counts round trips); default the database's URL. The fixture's own pool connects directly.
+   */
+  readonly gatewayDatabaseUrl?: (databaseUrl: string) => Promise<string>;
 }
 
 /** Starts the gateway and everything around it. */
@@ -208,7 +213,9 @@ async function assemble(
   const gateway: Gateway = await startGateway(
     loadGatewayConfig({
       NATS_URL: natsUrl(),
-      DATABASE_URL: testDatabase.url,
+      DATABASE_URL: options.gatewayDatabaseUrl
+        ? await options.gatewayDatabaseUrl(testDatabase.url)
+        : testDatabase.url,
       SLUICE_PREFIX: prefix,
       SLUICE_GRPC_PORT: '0',
       SLUICE_METRICS_PORT: '0',

@@ -84,6 +84,7 @@ export {
   registerTaskType,
 } from './queries/task-types.js';
 export type {
+  RegisteredTaskType,
   TaskTypeManifest,
   TaskTypeManifestStep,
   WhileBreakerOpen,
@@ -105,6 +106,8 @@ export {
   submitTask,
 } from './queries/tasks.js';
 export { submitTasks, submitTasksClaiming } from './queries/task-batch.js';
+export { StaleReads, rememberedReadsGuard } from './queries/remembered-reads.js';
+export type { RememberedReads, RememberedType } from './queries/remembered-reads.js';
 export type { SubmittedTasks, UrgentClaim } from './queries/task-batch.js';
 export { claimUrgentSteps, prepareUrgentClaim } from './queries/urgent-claim.js';
 export { hashJson } from './queries/task-keys.js';

@@ -11,6 +11,12 @@ import { codeOf } from '../error-chain.js';
 import { recordOf } from '../raw-rows.js';
 import { idempotencyTombstones, tasks } from '../schema.js';
 import { textArrayOf } from './batch-input.js';
+import {
+  StaleReads,
+  isRefusedByGuard,
+  rememberedReadsGuard,
+  type RememberedReads,
+} from './remembered-reads.js';
 import { liveTombstonesStatement, type IdempotencyTombstone } from './retention.js';
 import { checkSameRequest, hashJson } from './task-keys.js';
 import type { NewTask, SubmitTaskResult } from './tasks.js';
@@ -66,11 +72,31 @@ export interface SubmittedTasks {
 /**
  * {@link submitTasks}; with `urgent`, the create also claims, in its transaction, up to as many
  * ready P0 steps as it created P0 tasks, in their first steps' resources (`claimUrgentSteps`).
+ * With `remembered`, the batch was checked against API keys and task types the caller remembers
+ * rather than read for it: the insert confirms them (`rememberedReadsGuard`), and when one changed
+ * nothing is written and this throws {@link StaleReads}.
  */
 export async function submitTasksClaiming(
   db: Database,
   batch: readonly NewTask[],
   urgent: UrgentClaim | undefined,
+  remembered?: RememberedReads,
+): Promise<SubmittedTasks> {
+  try {
+    return await submitChecked(db, batch, urgent, remembered);
+  } catch (error) {
+    // Only the guard raises this refusal where it reaches here (the one-write check's is answered
+    // inside insertKeyedInOneWrite), and a statement that raised it wrote nothing.
+    if (remembered && isRefusedByGuard(error)) throw new StaleReads();
+    throw error;
+  }
+}
+
+async function submitChecked(
+  db: Database,
+  batch: readonly NewTask[],
+  urgent: UrgentClaim | undefined,
+  remembered: RememberedReads | undefined,
 ): Promise<SubmittedTasks> {
   const created = decideTransition(NO_TASK, { type: 'create' });
   if (!created.ok) throw new Error(`the transition table refuses create: ${created.reason}`);
@@ -84,6 +110,8 @@ export async function submitTasksClaiming(
   const tenantId = checkOneTenant(batch);
   const keys = checkUniqueKeys(batch);
   if (tenantId === undefined) return { results: [], claimed: [] };
+  const insert = (pending: readonly BatchEntry[]) =>
+    insertStatement(tenantId, pending, status, remembered);
   /** Claims the P0 steps of the entries this transaction created (none without `urgent`). */
   const claimUrgent = (tx: Transaction, results: readonly SubmitTaskResult[]) => {
     const resources = results.flatMap((result, index) =>
@@ -98,19 +126,19 @@ export async function submitTasksClaiming(
   const anyUrgent = urgent !== undefined && batch.some((task) => task.priority === 0);
   if (keys.length === 0 && !anyUrgent) {
     // Nothing can conflict without keys: the one statement commits on its own (one round trip).
-    const rows = await db.execute(insertStatement(tenantId, entries, status));
+    const rows = await db.execute(insert(entries));
     return { results: answer(entries, new Map(), rowsById(rows)), claimed: [] };
   }
   if (keys.length === 0) {
     return db.transaction(async (tx) => {
-      const rows = await tx.execute(insertStatement(tenantId, entries, status));
+      const rows = await tx.execute(insert(entries));
       const results = answer(entries, new Map(), rowsById(rows));
       return { results, claimed: await claimUrgent(tx, results) };
     });
   }
   if (!anyUrgent) {
     // The usual keyed create (every key new): one round trip. Otherwise, the transaction below.
-    const rows = await insertKeyedInOneWrite(db, tenantId, entries, status);
+    const rows = await insertKeyedInOneWrite(db, tenantId, entries, insert(entries));
     if (rows !== undefined) return { results: answer(entries, new Map(), rows), claimed: [] };
   }
   // Entries whose key belongs to a task retention deleted: answered from the tombstone, not
@@ -119,7 +147,7 @@ export async function submitTasksClaiming(
   for (let attempt = 1; ; attempt++) {
     try {
       return await db.transaction(async (tx) => {
-        const results = await insertWithKeys(tx, tenantId, entries, status, answered);
+        const results = await insertWithKeys(tx, tenantId, entries, insert, answered);
         return { results, claimed: await claimUrgent(tx, results) };
       });
     } catch (error) {
@@ -158,9 +186,9 @@ async function insertKeyedInOneWrite(
   db: Database,
   tenantId: string,
   entries: readonly BatchEntry[],
-  status: TaskStatus,
+  insertOfEntries: SQL,
 ): Promise<Map<string, Record<string, unknown>> | undefined> {
-  const insert = dialect.sqlToQuery(insertStatement(tenantId, entries, status));
+  const insert = dialect.sqlToQuery(insertOfEntries);
   const ids = entries.map((entry) => entry.id);
   const keys = entries.flatMap(({ task }) => task.idempotencyKey ?? []);
   // A live tombstone is what the transaction's tombstone read looks for (one definition of both).
@@ -206,13 +234,13 @@ async function insertWithKeys(
   tx: Executor,
   tenantId: string,
   entries: readonly BatchEntry[],
-  status: TaskStatus,
+  insert: (pending: readonly BatchEntry[]) => SQL,
   answered: ReadonlyMap<number, SubmitTaskResult>,
 ): Promise<SubmitTaskResult[]> {
   const pending = entries.filter((entry) => !answered.has(entry.index));
   const pendingKeys = pending.flatMap(({ task }) => task.idempotencyKey ?? []);
   const [inserted, tombstoneRows] = await Promise.all([
-    tx.execute(insertStatement(tenantId, pending, status)),
+    tx.execute(insert(pending)),
     tx.execute(liveTombstonesStatement(tenantId, pendingKeys)),
   ]);
   const rows = rowsById(inserted);
@@ -285,12 +313,14 @@ function answer(
  * The tasks, their `create` events and first steps in one statement (data-modifying CTEs, the
  * rows as one JSON parameter), returning the inserted task rows; an entry whose key already has a
  * task is skipped. Keyed rows go in key order, so two batches that share keys wait for each other
- * in the same order instead of deadlocking.
+ * in the same order instead of deadlocking. With `remembered`, the rows depend on its guard, so the
+ * statement fails before it writes anything when what the batch was checked with changed.
  */
 function insertStatement(
   tenantId: string,
   entries: readonly BatchEntry[],
   status: TaskStatus,
+  remembered: RememberedReads | undefined,
 ): SQL {
   const rows = entries.map(({ task, id, inputHash }) => {
     const firstStep = firstStepOf(task.taskType);
@@ -308,12 +338,18 @@ function insertStatement(
       trace_parent: task.traceParent ?? null,
     };
   });
+  // Without a guard the statement's text stays the same, and so does its prepared plan.
+  const guard = remembered
+    ? sql`guard as materialized (${rememberedReadsGuard(tenantId, remembered)}),`
+    : sql``;
+  const guarded = remembered ? sql`where not exists (select 1 from guard)` : sql``;
   return sql`
-    with input as (
+    with ${guard} input as (
       select * from jsonb_to_recordset(${JSON.stringify(rows)}::jsonb) as i(
         id uuid, type text, type_version integer, priority smallint, input jsonb,
         input_hash text, idempotency_key text, current_step text, resource text, trace_id text,
         trace_parent text)
+      ${guarded}
     ),
     inserted as (
       insert into tasks (id, tenant_id, type, type_version, priority, input, input_hash,

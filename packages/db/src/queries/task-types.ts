@@ -63,6 +63,15 @@ export async function registerTaskType(
     });
 }
 
+/** A manifest as read, with when it was registered. */
+export interface RegisteredTaskType extends TaskTypeManifest {
+  /**
+   * `registered_at` as Postgres printed it (to the microsecond, which a `Date` is not): registering
+   * the same version again moves it on, so it tells whether a remembered manifest is still current.
+   */
+  readonly registeredStamp: string;
+}
+
 /**
  * The newest registered version of each type named, by name; unknown names are left out. One
  * statement for several names: the gateway reads the types of concurrent creates together.
@@ -70,17 +79,17 @@ export async function registerTaskType(
 export async function findLatestTaskTypes(
   executor: Executor,
   names: readonly string[],
-): Promise<Map<string, TaskTypeManifest>> {
-  const types = new Map<string, TaskTypeManifest>();
+): Promise<Map<string, RegisteredTaskType>> {
+  const types = new Map<string, RegisteredTaskType>();
   if (names.length === 0) return types;
   // Written out rather than built: every create reads its type (see findKeyOwners).
   const rows = await executor.execute<Record<string, unknown>>(sql`
-    select distinct on (name) * from task_types
+    select distinct on (name) *, registered_at::text as registered_stamp from task_types
     where name = any(${textArrayOf(names)})
     order by name, version desc`);
   for (const row of rows) {
     const type = recordOf(taskTypes, row);
-    types.set(type.name, type);
+    types.set(type.name, { ...type, registeredStamp: String(row['registered_stamp']) });
   }
   return types;
 }

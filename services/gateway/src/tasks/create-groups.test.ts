@@ -8,7 +8,12 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { SluiceError, type Priority } from '@sluice/core';
 import {
+  StaleReads,
+  createApiKey,
+  findLatestTaskTypes,
+  hashApiKey,
   isWriteRefused,
+  type RememberedReads,
   type AdmissionSettings,
   type ClaimedStep,
   type DatabaseHandle,
@@ -146,6 +151,31 @@ describe('CreateGroups', () => {
       ],
     );
     assert.equal(await tasksWithInputN(350, 353), 3);
+  });
+
+  it('refuses the remembered creates of a group whose reads went stale, and writes the rest again', async () => {
+    const { groups, commits } = groupsRecordingCommits();
+    const key = await createApiKey(handle.db, { tenantId: 'acme' });
+    const type = (await findLatestTaskTypes(handle.db, [manifest.name])).get(manifest.name);
+    assert.ok(type);
+    const reads = (apiKey: string): RememberedReads => ({
+      keyHashes: [hashApiKey(apiKey)],
+      types: [{ name: type.name, version: type.version, registeredStamp: type.registeredStamp }],
+    });
+    const blocker = groups.write(task(360), reads(key));
+    // A key no tenant has stands for one revoked since the gateway remembered it.
+    const stale = groups.write(task(361), reads('slk_revoked_since'));
+    const held = groups.write(task(362), reads(key));
+    const fresh = groups.write(task(363));
+    assert.equal((await blocker).result.kind, 'created', 'remembered reads that hold');
+    // The group's check cannot say whose reads changed: each remembered create is refused (its
+    // caller reads again), and the create checked on fresh reads is written again without them.
+    await assert.rejects(stale, StaleReads);
+    await assert.rejects(held, StaleReads);
+    const written = await fresh;
+    assert.deepEqual([written.result.kind, written.groupSize], ['created', 1]);
+    assert.equal(commits.length, 2, 'the refused group committed nothing');
+    assert.deepEqual(await tasksWithInputN(360, 363), 2);
   });
 
   it('never writes two tenants together', async () => {

@@ -12,17 +12,22 @@
  *   Postgres refuses to store (`isWriteRefused`), so the group is then written one create at a
  *   time, and only the offending call fails;
  * - any other failure (the database unavailable) fails the group's calls with it; nothing of the
- *   group was written. A deadlock is tried again by the group writer.
+ *   group was written. A deadlock is tried again by the group writer;
+ * - creates checked against remembered reads (remembered-reads.ts) are written on condition that
+ *   those still hold; when one does not, they fail with `StaleReads` and the group's other
+ *   creates are written again without them.
  */
 import { ROOT_CONTEXT, context } from '@opentelemetry/api';
 import { SluiceErrorCode, isSluiceError, type Priority } from '@sluice/core';
 import {
   GroupWriter,
+  StaleReads,
   isWriteRefused,
   submitTasksClaiming,
   type ClaimedStep,
   type Database,
   type NewTask,
+  type RememberedReads,
   type SubmitTaskResult,
   type SubmittedTasks,
   type UrgentClaim,
@@ -55,9 +60,15 @@ export interface CreateGroupsDeps {
 /** One create's answer, or the error its own write failed with. */
 type Settled = { readonly grouped: GroupedCreate } | { readonly error: unknown };
 
+/** A create to write, with the remembered reads it was checked with, if any. */
+interface PendingCreate {
+  readonly task: NewTask;
+  readonly remembered?: RememberedReads;
+}
+
 /** Writes creates, a tenant's concurrent ones together. */
 export class CreateGroups {
-  private readonly writers = new Map<string, GroupWriter<NewTask, Settled>>();
+  private readonly writers = new Map<string, GroupWriter<PendingCreate, Settled>>();
 
   constructor(
     private readonly deps: CreateGroupsDeps,
@@ -66,17 +77,20 @@ export class CreateGroups {
 
   /**
    * Writes `task` (checked, with its trace parent); resolves once its write committed and its
-   * claimed steps were published.
+   * claimed steps were published. With `remembered`, the task was checked against those reads, and
+   * is written only if they still hold.
    *
-   * @throws the `already_exists` {@link SluiceError} of a key reused with other input, or the
+   * @throws the `already_exists` {@link SluiceError} of a key reused with other input,
+   *   {@link StaleReads} when `remembered` no longer holds (nothing of the task was written), or the
    *   database's error.
    */
-  async write(task: NewTask): Promise<GroupedCreate> {
+  async write(task: NewTask, remembered?: RememberedReads): Promise<GroupedCreate> {
     const writer = this.writerOf(task.tenantId);
+    const pending: PendingCreate = remembered ? { task, remembered } : { task };
     try {
       // Outside the caller's trace: a write started here may go on to write other callers' groups
       // (and log about them), which belong to no one caller's trace.
-      const settled = await context.with(ROOT_CONTEXT, () => writer.write(task));
+      const settled = await context.with(ROOT_CONTEXT, () => writer.write(pending));
       if ('error' in settled) throw settled.error;
       return settled.grouped;
     } finally {
@@ -87,34 +101,37 @@ export class CreateGroups {
     }
   }
 
-  private writerOf(tenantId: string): GroupWriter<NewTask, Settled> {
+  private writerOf(tenantId: string): GroupWriter<PendingCreate, Settled> {
     let writer = this.writers.get(tenantId);
     if (!writer) {
       writer = new GroupWriter(
-        (tasks: NewTask[]) => this.writeGroup(tasks),
+        (creates: PendingCreate[]) => this.writeGroup(creates),
         this.maxPerWrite,
-        (task) => task.idempotencyKey,
+        (create) => create.task.idempotencyKey,
       );
       this.writers.set(tenantId, writer);
     }
     return writer;
   }
 
-  private async writeGroup(tasks: NewTask[]): Promise<Settled[]> {
+  private async writeGroup(creates: PendingCreate[]): Promise<Settled[]> {
+    const tasks = creates.map((create) => create.task);
     let submitted: SubmittedTasks;
     try {
       submitted = await submitTasksClaiming(
         this.deps.db,
         tasks,
         this.deps.urgentClaimFor(tasks.map((task) => task.priority)),
+        rememberedOf(creates),
       );
     } catch (error) {
+      if (error instanceof StaleReads) return this.writeWithoutStale(creates, error);
       // A key reused with other input, or data Postgres cannot store, refuses the whole group,
       // which rolled back: write each create alone so that the others are not refused for it.
       const refusedForOne =
         isSluiceError(error, SluiceErrorCode.AlreadyExists) || isWriteRefused(error);
-      if (tasks.length === 1 || !refusedForOne) throw error;
-      return Promise.all(tasks.map((task) => this.writeAlone(task)));
+      if (creates.length === 1 || !refusedForOne) throw error;
+      return Promise.all(creates.map((create) => this.writeAlone(create)));
     }
     // Committed: from here on nothing may fail the group (the group writer would write it again).
     await this.deps.afterCommit(submitted.claimed);
@@ -123,13 +140,37 @@ export class CreateGroups {
     }));
   }
 
-  private async writeAlone(task: NewTask): Promise<Settled> {
+  /**
+   * A group refused for what some of its creates remembered: those fail with `stale` (their
+   * callers read again and retry), the others are written again together.
+   */
+  private async writeWithoutStale(creates: PendingCreate[], stale: StaleReads): Promise<Settled[]> {
+    const fresh = creates.filter((create) => create.remembered === undefined);
+    const written = fresh.length > 0 ? await this.writeGroup(fresh) : [];
+    return creates.map((create) =>
+      create.remembered === undefined
+        ? (written[fresh.indexOf(create)] as Settled)
+        : { error: stale },
+    );
+  }
+
+  private async writeAlone(create: PendingCreate): Promise<Settled> {
     try {
-      const [settled] = await this.writeGroup([task]);
+      const [settled] = await this.writeGroup([create]);
       if (!settled) throw new Error('the create answered nothing');
       return settled;
     } catch (error) {
       return { error };
     }
   }
+}
+
+/** The remembered reads of a group's creates together, or none when no create has any. */
+function rememberedOf(creates: readonly PendingCreate[]): RememberedReads | undefined {
+  const all = creates.flatMap((create) => create.remembered ?? []);
+  if (all.length === 0) return undefined;
+  return {
+    keyHashes: [...new Set(all.flatMap((reads) => reads.keyHashes))],
+    types: all.flatMap((reads) => reads.types),
+  };
 }

@@ -80,11 +80,11 @@ export function checkCreateRequest(
  * Starts looking up the latest version of every valid type the requests name, by name, with
  * `latestType`, while the caller's key is checked. Invalid names are left to the checks.
  */
-export function lookUpTypes(
-  latestType: (name: string) => Promise<TaskTypeManifest | undefined>,
+export function lookUpTypes<Type extends TaskTypeManifest>(
+  latestType: (name: string) => Promise<Type | undefined>,
   entries: readonly CreateTaskRequest[],
-): Map<string, Promise<TaskTypeManifest | undefined>> {
-  const lookups = new Map<string, Promise<TaskTypeManifest | undefined>>();
+): Map<string, Promise<Type | undefined>> {
+  const lookups = new Map<string, Promise<Type | undefined>>();
   for (const { type } of entries) {
     if (lookups.has(type) || taskTypeProblem(type)) continue;
     const lookup = latestType(type);

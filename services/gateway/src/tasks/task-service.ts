@@ -25,6 +25,7 @@ import {
   findKeyOwners,
   findLatestTaskTypes,
   GroupReader,
+  StaleReads,
   firstStepOf,
   findTask,
   isUuid,
@@ -37,6 +38,8 @@ import {
   type ClaimedStep,
   type Database,
   type KeyOwner,
+  type RegisteredTaskType,
+  type RememberedReads,
   type SubmitTaskResult,
   type TaskRecord,
   type TaskTypeManifest,
@@ -84,6 +87,7 @@ import { InputValidators } from './input-validation.js';
 import { MAX_BATCH_TASKS, checkBatch, submitBatch } from './create-batch.js';
 import {
   checkCreateRequest,
+  type CheckedCreate,
   createSpanAttributes,
   createSummary,
   lookUpTypes,
@@ -108,6 +112,7 @@ import {
 import { decodePageToken, encodePageToken } from './page-token.js';
 import { dispatchUrgentSteps } from './urgent-dispatch.js';
 import { CreateGroups } from './create-groups.js';
+import { RememberedReadsCache } from './remembered-reads.js';
 
 /** What the handlers need. */
 export interface TaskServiceDeps {
@@ -149,8 +154,7 @@ export function createTaskService(deps: TaskServiceDeps): Partial<TaskServiceHan
    * when the governor rejects any of its priorities.
    */
   const refuseWhenShedding = (priorities: readonly Priority[]): void => {
-    const decision = deps.decisions?.current();
-    const rejected = decision ? priorities.filter((p) => listsPriority(decision.reject, p)) : [];
+    const { decision, rejected } = shedding(priorities);
     const first = rejected[0];
     if (!decision || first === undefined) return;
     for (const priority of rejected) {
@@ -160,6 +164,12 @@ export function createTaskService(deps: TaskServiceDeps): Partial<TaskServiceHan
       `Sluice is shedding P${first} work under load (${decision.reasons[0] ?? decision.level}); retry later`,
       decision.retry_after_ms || 1_000,
     );
+  };
+  /** Which of `priorities` the governor's decision rejects now. */
+  const shedding = (priorities: readonly Priority[]) => {
+    const decision = deps.decisions?.current();
+    const rejected = decision ? priorities.filter((p) => listsPriority(decision.reject, p)) : [];
+    return { decision, rejected };
   };
   /**
    * How a create of these priorities claims its P0 steps: not at all without P0 work, without the
@@ -192,9 +202,13 @@ export function createTaskService(deps: TaskServiceDeps): Partial<TaskServiceHan
   /**
    * Every call's API key, and every create's task type, read with those of the calls that arrive
    * during the read before (group-reader.ts): one statement for many calls under load, and each
-   * read started after its call arrived, so a key revoked before the call is refused.
+   * read started after its call arrived, so a key revoked before the call is refused. (A create of
+   * a key and type read before skips both and has its insert confirm them instead, see
+   * {@link createOnRememberedReads}.)
    */
   const keyOwners = new GroupReader((keys) => findKeyOwners(deps.db, keys));
+  /** What those reads found last, for creates written without reading again (see there). */
+  const remembered = new RememberedReadsCache();
   const latestTypes = new GroupReader((names) => findLatestTaskTypes(deps.db, names));
   /** Concurrent `CreateTask`s of a tenant, written together. */
   const createGroups = new CreateGroups({
@@ -246,13 +260,14 @@ export function createTaskService(deps: TaskServiceDeps): Partial<TaskServiceHan
    */
   const typesOf = (metadata: Metadata, requests: readonly CreateTaskRequest[]) =>
     readBearerKey(metadata) === undefined || requests.length > MAX_BATCH_TASKS
-      ? new Map<string, Promise<TaskTypeManifest | undefined>>()
+      ? new Map<string, Promise<RegisteredTaskType | undefined>>()
       : lookUpTypes((name) => latestTypes.read(name), requests);
   const authenticate = async (metadata: Metadata): Promise<KeyOwner> => {
     const key = readBearerKey(metadata);
     if (key === undefined) throw unauthenticated();
     const owner = await keyOwners.read(key);
     if (!owner) throw unauthenticated('the API key is not valid');
+    remembered.learnKey(key, owner);
     return owner;
   };
   const requireTask = async (tenantId: string, taskId: string): Promise<TaskRecord> => {
@@ -345,45 +360,91 @@ export function createTaskService(deps: TaskServiceDeps): Partial<TaskServiceHan
     );
   };
 
+  /**
+   * Writes one checked create in the `sluice.task.create` span that roots its task's trace, and
+   * answers it. With `reads`, the create was checked against remembered reads and is written only
+   * if they still hold.
+   *
+   * @throws StaleReads when `reads` no longer hold: nothing was written.
+   */
+  const writeCreate = async (
+    tenantId: string,
+    create: CheckedCreate,
+    reads: RememberedReads | undefined,
+  ): Promise<CreateTaskResponse> => {
+    const attributes = createSpanAttributes(tenantId, create);
+    const { result, claimed } = await withSpan(
+      deps.tracer,
+      'sluice.task.create',
+      attributes,
+      async (span) => {
+        // The root span of the task's trace: stored on the task, continued by every later step.
+        const task = newTaskOf(tenantId, create, traceparentOfActiveSpan());
+        // The create's write (its group's transaction, see create-groups.ts), a database client
+        // span under this one, from the call's turn to the commit.
+        // (Named for what this create asks; its group may also read others' keys, or claim.)
+        const urgent = urgentClaimFor([create.priority]) !== undefined;
+        const grouped = await withDatabaseSpan(
+          deps.db,
+          {
+            summary: createSummary(create.idempotencyKey !== '', urgent),
+            resultAttributes: (written) => ({ [ATTR_CREATE_GROUP_SIZE]: written.groupSize }),
+          },
+          () => createGroups.write(task, reads),
+        ).catch(asAlreadyExists);
+        if (grouped.result.kind === 'created') recordCreated(span, grouped.result.task);
+        return grouped;
+      },
+    );
+    if (result.kind === 'created') {
+      announceCreated([{ task: result.task, taskType: create.taskType }], claimed);
+    }
+    return createResponse(result);
+  };
+  /**
+   * A `CreateTask` of a key and type this gateway read before: checked against what it remembers
+   * of them and written on condition that they still hold, without reading them first (one round
+   * trip less). `undefined` sends the call the way that reads them: when either is not remembered,
+   * when a check would refuse the call (every refusal is answered from fresh reads, never from
+   * remembered ones), when the create would claim its P0 step in its transaction, and when a
+   * remembered read turned out to be stale (then forgotten).
+   */
+  const createOnRememberedReads = async (
+    metadata: Metadata,
+    request: CreateTaskRequest,
+  ): Promise<CreateTaskResponse | undefined> => {
+    const key = readBearerKey(metadata);
+    const known = key === undefined ? undefined : remembered.forCreate(key, request.type);
+    if (!known) return undefined;
+    let create: CheckedCreate;
+    try {
+      create = checkCreateRequest(request, known.taskType, { ...checks, prefix: '' });
+    } catch {
+      return undefined;
+    }
+    const refused = shedding([create.priority]).rejected.length > 0;
+    if (refused || urgentClaimFor([create.priority]) !== undefined) return undefined;
+    try {
+      return await writeCreate(known.tenantId, create, known.reads);
+    } catch (error) {
+      if (!(error instanceof StaleReads)) throw error;
+      remembered.forget(known);
+      return undefined;
+    }
+  };
+
   return {
     async CreateTask(call) {
       const request = call.request;
+      const onRemembered = await createOnRememberedReads(call.metadata, request);
+      if (onRemembered !== undefined) return onRemembered;
       const types = typesOf(call.metadata, [request]);
       const { tenantId } = await authenticate(call.metadata);
-      const create = checkCreateRequest(request, await types.get(request.type), {
-        ...checks,
-        prefix: '',
-      });
+      const taskType = await types.get(request.type);
+      if (taskType) remembered.learnType(taskType);
+      const create = checkCreateRequest(request, taskType, { ...checks, prefix: '' });
       refuseWhenShedding([create.priority]);
-
-      const attributes = createSpanAttributes(tenantId, create);
-      const { result, claimed } = await withSpan(
-        deps.tracer,
-        'sluice.task.create',
-        attributes,
-        async (span) => {
-          // The root span of the task's trace: stored on the task, continued by every later step.
-          const task = newTaskOf(tenantId, create, traceparentOfActiveSpan());
-          // The create's write (its group's transaction, see create-groups.ts), a database client
-          // span under this one, from the call's turn to the commit.
-          // (Named for what this create asks; its group may also read others' keys, or claim.)
-          const urgent = urgentClaimFor([create.priority]) !== undefined;
-          const grouped = await withDatabaseSpan(
-            deps.db,
-            {
-              summary: createSummary(create.idempotencyKey !== '', urgent),
-              resultAttributes: (written) => ({ [ATTR_CREATE_GROUP_SIZE]: written.groupSize }),
-            },
-            () => createGroups.write(task),
-          ).catch(asAlreadyExists);
-          if (grouped.result.kind === 'created') recordCreated(span, grouped.result.task);
-          return grouped;
-        },
-      );
-      if (result.kind === 'created') {
-        announceCreated([{ task: result.task, taskType: create.taskType }], claimed);
-      }
-      return createResponse(result);
+      return writeCreate(tenantId, create, undefined);
     },
 
     async CreateTasks(call) {

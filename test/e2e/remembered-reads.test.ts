@@ -1,0 +1,115 @@
+/**
+ * `CreateTask` on what the gateway remembers, against the machine's real NATS and Postgres: once
+ * the gateway has read a caller's key and a task type, the caller's next create of that type goes
+ * to Postgres in one round trip instead of two (the insert confirms both), and what changed since
+ * is still seen from the next call on: a revoked key is refused with no effect, and a newer
+ * version of the type is the one the create is checked against and pins.
+ */
+import assert from 'node:assert/strict';
+import { status } from '@grpc/grpc-js';
+import { after, before, describe, it } from 'node:test';
+import { DEFAULT_POOL_SIZE, hashApiKey, registerTaskType } from '@sluice/db';
+import { startTurnCounter, type TurnCounter } from '@sluice/db/testing';
+import type { TaskClient } from '@sluice/sdk/client';
+import { researchBrief } from '../../services/executor/src/builtin-tasks/research-brief.js';
+import { manifestOf } from '../../services/executor/src/task-registry.js';
+import {
+  expectStatus,
+  startGatewayFixture,
+  type GatewayFixture,
+} from '../support/gateway-fixture.js';
+
+const INPUT = { topic: 'remembered reads', sourceUrl: 'https://example.com/remembered' };
+
+let fx: GatewayFixture;
+let counter: TurnCounter | undefined;
+
+before(async () => {
+  fx = await startGatewayFixture('remembered', {
+    gatewayDatabaseUrl: async (url) => {
+      counter = await startTurnCounter(url);
+      return counter.url;
+    },
+  });
+});
+
+after(async () => {
+  await fx?.stop();
+  await counter?.close();
+});
+
+function create(client: TaskClient, input: object = INPUT, idempotencyKey?: string) {
+  return client.createTask({
+    type: researchBrief.name,
+    priority: 'PRIORITY_P2',
+    input,
+    ...(idempotencyKey ? { idempotencyKey } : {}),
+  });
+}
+
+/** The Postgres round trips the gateway waits for while `action` runs. */
+async function turnsOf(action: () => Promise<unknown>): Promise<number> {
+  assert.ok(counter);
+  counter.reset();
+  await action();
+  return counter.turns();
+}
+
+describe('CreateTask on remembered reads', () => {
+  it('takes one round trip once the key and type were read, with or without a key', async () => {
+    // Another caller first, so that the gateway's connections are open (a new connection's
+    // handshake would count) and the type is remembered; this caller's key is not.
+    const warm = fx.client(await fx.tenantWithKey('warm'));
+    for (let i = 0; i < 3; i++) await create(warm);
+    const client = fx.client(await fx.tenantWithKey('trips'));
+    const first = await turnsOf(() => create(client));
+    assert.ok(first >= 2, `the first reads the key, then writes (${first} round trips)`);
+    // The first use of a statement on a connection prepares it (a round trip more), and the pool
+    // takes its connections in turn: once each has written both kinds of create, one round trip.
+    for (let i = 0; i < 2 * DEFAULT_POOL_SIZE; i++) {
+      await create(client);
+      await create(client, INPUT, `warm-up-${i}`);
+    }
+    const turns: number[] = [];
+    for (let i = 0; i < 4; i++) {
+      turns.push(await turnsOf(() => create(client)));
+      turns.push(await turnsOf(() => create(client, INPUT, `keyed-${i}`)));
+    }
+    assert.deepEqual(turns, [1, 1, 1, 1, 1, 1, 1, 1], 'the write alone, unkeyed and keyed');
+  });
+
+  it('refuses a key revoked after the gateway remembered it, from the next call on, with no effect', async () => {
+    const key = await fx.tenantWithKey('revoked-later');
+    const client = fx.client(key);
+    await create(client);
+    await create(client); // on remembered reads
+    await fx.database.sql`
+      update api_keys set revoked_at = now() where key_hash = ${hashApiKey(key)}`;
+    await fx.expectNoEffect(async () => {
+      await expectStatus(create(client), status.UNAUTHENTICATED);
+    });
+    // And it stays refused: the gateway forgot the key with the refused create.
+    await expectStatus(create(client), status.UNAUTHENTICATED);
+  });
+
+  it('checks a create against, and pins, a version registered after the type was remembered', async () => {
+    const client = fx.client(await fx.tenantWithKey('versions'));
+    await create(client);
+    const v1 = manifestOf(researchBrief);
+    await registerTaskType(fx.database.db, {
+      ...v1,
+      version: 2,
+      inputSchema: {
+        ...v1.inputSchema,
+        required: [...((v1.inputSchema['required'] as string[] | undefined) ?? []), 'audience'],
+      },
+    });
+    // Valid for version 1, not for version 2: the gateway must not check it against what it
+    // remembered.
+    await expectStatus(create(client), status.INVALID_ARGUMENT);
+    const { task } = await create(client, { ...INPUT, audience: 'operators' });
+    const [row] = await fx.database.sql<{ type_version: number }[]>`
+      select type_version from tasks where id = ${task.task_id}`;
+    assert.equal(row?.type_version, 2);
+  });
+});
