@@ -94,6 +94,7 @@ export async function runBench(options: BenchOptions): Promise<BenchReport> {
               ...(drainRate === undefined ? {} : { drainRate }),
               ...(loadPercent === undefined ? {} : { loadPercent }),
               earlier: results,
+              ...(options.smoke ? { smoke: true } : {}),
             });
             const label = index < warmUps ? 'warm-up' : `run ${index - warmUps + 1}/${measured}`;
             if (warmUps + measured > 1) progress.log(`${summary(result)} (${label})`);

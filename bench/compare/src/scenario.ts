@@ -21,6 +21,11 @@ export interface ScenarioContext {
   readonly loadPercent?: number;
   /** The results of the command so far (three-step compares with the same system's drain). */
   readonly earlier?: readonly ScenarioResult[];
+  /**
+   * A smoke run (`--smoke`, the CI suite's): only proves that the harness works, so a scenario may
+   * shorten the fixed windows its figures would otherwise need.
+   */
+  readonly smoke?: boolean;
 }
 
 export interface DrainRate {

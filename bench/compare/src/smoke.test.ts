@@ -34,7 +34,7 @@ function machineRedisAnswers(): Promise<boolean> {
 
 test(
   'every scenario at smoke size: exactly once, with figures',
-  // footprint adds ~2 minutes on a loaded 2-core machine (a 2 s idle window per system).
+  // ~2 minutes on a 2-core machine (footprint's idle and backlog windows are shortened in smoke).
   { timeout: 540_000 },
   async (t) => {
     const known = [...(await loadSystems()).keys()];

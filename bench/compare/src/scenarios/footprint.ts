@@ -41,6 +41,12 @@ const REFRESH_INTERVAL_MS = 1_000;
 const IDLE_WINDOW_MS = 2_000;
 /** Pause after the enqueue before the backlog's memory is read: let in-flight work settle. */
 const BACKLOG_SETTLE_MS = 1_000;
+/**
+ * The same two in a smoke run, whose figures only have to exist: the full windows cost the CI
+ * suite three seconds per system and variant (about 40 s in all).
+ */
+const SMOKE_IDLE_WINDOW_MS = 300;
+const SMOKE_BACKLOG_SETTLE_MS = 100;
 const MB = 1024 * 1024;
 /** The role of the bench process while it is not yet known whether the workers run in it. */
 const BENCH_ROLE = 'bench process';
@@ -61,6 +67,8 @@ export const footprint: Scenario = {
 
   async run(system: QueueSystem, context: ScenarioContext): Promise<ScenarioResult> {
     const { count, concurrency, progress } = context;
+    const idleWindowMs = context.smoke ? SMOKE_IDLE_WINDOW_MS : IDLE_WINDOW_MS;
+    const backlogSettleMs = context.smoke ? SMOKE_BACKLOG_SETTLE_MS : BACKLOG_SETTLE_MS;
     const run = randomBytes(4).toString('hex');
     const jobs: Job[] = Array.from({ length: count }, (_, i) => ({ id: `${run}-${i}` }));
     const ledger = new Ledger(jobs.map((j) => j.id));
@@ -105,7 +113,7 @@ export const footprint: Scenario = {
           progress.update(`${label}: measuring idle`);
           const idleMark = sampler.mark();
           const idleStart = performance.now();
-          await new Promise((resolve) => setTimeout(resolve, IDLE_WINDOW_MS));
+          await new Promise((resolve) => setTimeout(resolve, idleWindowMs));
           const idleCpu = sampler.cpuSince(idleMark);
           const idleSeconds = (performance.now() - idleStart) / 1_000;
 
@@ -121,7 +129,7 @@ export const footprint: Scenario = {
           }
 
           progress.update(`${label}: ${count} jobs backlogged, reading memory`);
-          await new Promise((resolve) => setTimeout(resolve, BACKLOG_SETTLE_MS));
+          await new Promise((resolve) => setTimeout(resolve, backlogSettleMs));
           await refresh();
           sampler.sample();
           const backlog = sampler.footprints();
