@@ -7,26 +7,14 @@
 import assert from 'node:assert/strict';
 import { afterEach, beforeEach, describe, it } from 'node:test';
 import type { DatabaseHandle } from '../client.js';
-import { openTaskTypeDatabase, type TaskTypeDatabase } from '../testing/index.js';
+import { oneStepManifest, openTaskTypeDatabase, type TaskTypeDatabase } from '../testing/index.js';
 import { StaleReads, type RememberedReads } from './remembered-reads.js';
 import { submitTasksClaiming } from './task-batch.js';
-import {
-  findLatestTaskTypes,
-  registerTaskType,
-  type RegisteredTaskType,
-  type TaskTypeManifest,
-} from './task-types.js';
+import { findLatestTaskTypes, registerTaskType, type RegisteredTaskType } from './task-types.js';
 import { createApiKey, hashApiKey, revokeApiKey } from './tenants.js';
 import type { NewTask } from './tasks.js';
 
-const manifest: TaskTypeManifest = {
-  name: 'remembered',
-  version: 1,
-  description: '',
-  inputSchema: { type: 'object' },
-  firstStep: 'only',
-  steps: [{ name: 'only', resource: 'llm', timeoutMs: 1000, maxAttempts: 1 }],
-};
+const manifest = oneStepManifest({ name: 'remembered' });
 
 let fixture: TaskTypeDatabase;
 let handle: DatabaseHandle;
