@@ -4,10 +4,10 @@
  */
 import { randomUUID } from 'node:crypto';
 import { sql, type SQL } from 'drizzle-orm';
-import { PgDialect } from 'drizzle-orm/pg-core';
 import { NO_TASK, decideTransition, type TaskStatus } from '@sluice/core';
 import type { Database, Executor, Transaction } from '../client.js';
 import { codeOf } from '../error-chain.js';
+import { transactionInOneWrite, type Rows } from '../one-write.js';
 import { recordOf } from '../raw-rows.js';
 import { idempotencyTombstones, tasks } from '../schema.js';
 import { textArrayOf } from './batch-input.js';
@@ -164,23 +164,14 @@ async function submitChecked(
 /** The SQLSTATE of `sluice_refuse_commit` (migration 0010). */
 const COMMIT_REFUSED = 'SLR01';
 
-/** Turns the statements built here into text and parameters for the driver. */
-const dialect = new PgDialect();
-
 /**
- * A batch with keys in one round trip, when every key is new: `begin`, the insert, a check, and
- * `commit` go out in one write on a reserved connection. The check (a later statement than the
+ * A batch with keys in one round trip, when every key is new: the insert and a check go out with
+ * `begin` and `commit` in one write (`transactionInOneWrite`). The check (a later statement than the
  * insert, so it sees what a retention that the insert waited for committed, as in
  * {@link insertWithKeys}) refuses to let the transaction commit unless every entry was inserted
- * and no key has a live tombstone: its error makes the `COMMIT` sent after it a rollback (a
- * transaction in which a statement failed can only roll back). Answers the inserted rows by id, or
- * undefined when refused: nothing was written, and the caller takes {@link insertWithKeys}, which
- * answers held keys and deleted tasks.
- *
- * Why not `db.transaction`: postgres.js sends `COMMIT` when the callback settles, so a callback
- * that waits for its statements pays a round trip for it, and drizzle's statements start a few
- * microtasks after they are called, so one that does not wait could see its `COMMIT` go out
- * first. Here each statement is started (`execute`) in order, and the driver keeps that order.
+ * and no key has a live tombstone: its error makes the `COMMIT` a rollback. Answers the inserted
+ * rows by id, or undefined when refused: nothing was written, and the caller takes
+ * {@link insertWithKeys}, which answers held keys and deleted tasks.
  */
 async function insertKeyedInOneWrite(
   db: Database,
@@ -188,38 +179,23 @@ async function insertKeyedInOneWrite(
   entries: readonly BatchEntry[],
   insertOfEntries: SQL,
 ): Promise<Map<string, Record<string, unknown>> | undefined> {
-  const insert = dialect.sqlToQuery(insertOfEntries);
   const ids = entries.map((entry) => entry.id);
   const keys = entries.flatMap(({ task }) => task.idempotencyKey ?? []);
   // A live tombstone is what the transaction's tombstone read looks for (one definition of both).
-  const check = dialect.sqlToQuery(sql`
+  const check = sql`
     select sluice_refuse_commit('a key is held or belongs to a deleted task')
     where (select count(*) from tasks
            where tenant_id = ${tenantId} and id = any(${textArrayOf(ids)}::uuid[]))
           <> ${entries.length}
-       or exists (${liveTombstonesStatement(tenantId, keys)})`);
-  const reserved = await db.$client.reserve();
-  try {
-    const statements = [
-      reserved`begin`,
-      reserved.unsafe(insert.sql, insert.params as never[], { prepare: true }),
-      reserved.unsafe(check.sql, check.params as never[], { prepare: true }),
-      reserved`commit`,
-    ];
-    for (const statement of statements) void statement.execute();
-    const [began, inserted, checked, committed] = await Promise.allSettled(statements);
-    for (const settled of [began, inserted, committed]) {
-      if (settled?.status === 'rejected') throw settled.reason;
-    }
-    if (checked?.status === 'rejected') {
-      const reason: unknown = checked.reason;
-      if (reason instanceof Error && codeOf(reason) === COMMIT_REFUSED) return undefined;
-      throw reason;
-    }
-    return rowsById((inserted as PromiseFulfilledResult<Iterable<Record<string, unknown>>>).value);
-  } finally {
-    reserved.release();
+       or exists (${liveTombstonesStatement(tenantId, keys)})`;
+  const [inserted, checked] = await transactionInOneWrite(db, [insertOfEntries, check]);
+  if (inserted?.status === 'rejected') throw inserted.reason;
+  if (checked?.status === 'rejected') {
+    const reason: unknown = checked.reason;
+    if (reason instanceof Error && codeOf(reason) === COMMIT_REFUSED) return undefined;
+    throw reason;
   }
+  return rowsById((inserted as PromiseFulfilledResult<Rows>).value);
 }
 
 /**
