@@ -106,7 +106,7 @@ export {
   submitTask,
 } from './queries/tasks.js';
 export { submitTasks, submitTasksClaiming } from './queries/task-batch.js';
-export { StaleReads, rememberedReadsGuard } from './queries/remembered-reads.js';
+export { StaleReads } from './queries/remembered-reads.js';
 export type { RememberedReads, RememberedType } from './queries/remembered-reads.js';
 export type { SubmittedTasks, UrgentClaim } from './queries/task-batch.js';
 export { claimUrgentSteps, prepareUrgentClaim } from './queries/urgent-claim.js';

@@ -5,7 +5,6 @@
  * is still seen from the next call on, without a read of its own before the write.
  */
 import { sql, type SQL } from 'drizzle-orm';
-import { codeOf, errorChain } from '../error-chain.js';
 import { textArrayOf } from './batch-input.js';
 
 /** A task type's latest version as a create was checked against it. */
@@ -27,20 +26,12 @@ export interface RememberedReads {
   readonly types: readonly RememberedType[];
 }
 
-/** The SQLSTATE of `sluice_refuse_commit` (migration 0010). */
-const REFUSED = 'SLR01';
-
 /** Says that nothing was written: something the creates were checked with changed. */
 export class StaleReads extends Error {
   constructor() {
     super('an API key or task type changed since the gateway read it; nothing was written');
     this.name = 'StaleReads';
   }
-}
-
-/** Whether `error` is, or wraps, the refusal of {@link rememberedReadsGuard}. */
-export function isRefusedByGuard(error: unknown): boolean {
-  return errorChain(error).some((e) => codeOf(e) === REFUSED);
 }
 
 /**

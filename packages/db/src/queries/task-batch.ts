@@ -6,17 +6,12 @@ import { randomUUID } from 'node:crypto';
 import { sql, type SQL } from 'drizzle-orm';
 import { NO_TASK, decideTransition, type TaskStatus } from '@sluice/core';
 import type { Database, Executor, Transaction } from '../client.js';
-import { codeOf } from '../error-chain.js';
 import { transactionInOneWrite, type Rows } from '../one-write.js';
 import { recordOf } from '../raw-rows.js';
+import { isRefusedOnPurpose } from '../refused.js';
 import { idempotencyTombstones, tasks } from '../schema.js';
 import { textArrayOf } from './batch-input.js';
-import {
-  StaleReads,
-  isRefusedByGuard,
-  rememberedReadsGuard,
-  type RememberedReads,
-} from './remembered-reads.js';
+import { StaleReads, rememberedReadsGuard, type RememberedReads } from './remembered-reads.js';
 import { liveTombstonesStatement, type IdempotencyTombstone } from './retention.js';
 import { checkSameRequest, hashJson } from './task-keys.js';
 import type { NewTask, SubmitTaskResult } from './tasks.js';
@@ -87,7 +82,7 @@ export async function submitTasksClaiming(
   } catch (error) {
     // Only the guard raises this refusal where it reaches here (the one-write check's is answered
     // inside insertKeyedInOneWrite), and a statement that raised it wrote nothing.
-    if (remembered && isRefusedByGuard(error)) throw new StaleReads();
+    if (remembered && isRefusedOnPurpose(error)) throw new StaleReads();
     throw error;
   }
 }
@@ -161,9 +156,6 @@ async function submitChecked(
   }
 }
 
-/** The SQLSTATE of `sluice_refuse_commit` (migration 0010). */
-const COMMIT_REFUSED = 'SLR01';
-
 /**
  * A batch with keys in one round trip, when every key is new: the insert and a check go out with
  * `begin` and `commit` in one write (`transactionInOneWrite`). The check (a later statement than the
@@ -191,9 +183,8 @@ async function insertKeyedInOneWrite(
   const [inserted, checked] = await transactionInOneWrite(db, [insertOfEntries, check]);
   if (inserted?.status === 'rejected') throw inserted.reason;
   if (checked?.status === 'rejected') {
-    const reason: unknown = checked.reason;
-    if (reason instanceof Error && codeOf(reason) === COMMIT_REFUSED) return undefined;
-    throw reason;
+    if (isRefusedOnPurpose(checked.reason)) return undefined;
+    throw checked.reason;
   }
   return rowsById((inserted as PromiseFulfilledResult<Rows>).value);
 }
