@@ -1,7 +1,9 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { isGrpcError } from '../grpc/index.js';
-import { MAX_INPUT_DEPTH, parseInput } from './input-validation.js';
+import type { Json } from '@sluice/core';
+import type { TaskTypeManifest } from '@sluice/db';
+import { InputValidators, MAX_INPUT_DEPTH, parseInput } from './input-validation.js';
 
 const LIMIT = 64 * 1024;
 
@@ -43,5 +45,41 @@ describe('parseInput', () => {
   it('accepts text that only looks like the escape: an escaped backslash before u0000', () => {
     // The JSON text `"\\u0000"` is the six characters \u0000, not U+0000.
     assert.deepEqual(parseInput('{"a":"\\\\u0000"}', LIMIT), { a: '\\u0000' });
+  });
+});
+
+describe('InputValidators', () => {
+  const manifest = (inputSchema: Record<string, unknown>): TaskTypeManifest => ({
+    name: 'report',
+    version: 3,
+    description: '',
+    inputSchema,
+    firstStep: 'run',
+    steps: [],
+  });
+  const requiring = (field: string) => ({
+    $id: 'https://example.test/report-input',
+    type: 'object',
+    required: [field],
+  });
+  const refusal = (validators: InputValidators, schema: Record<string, unknown>, input: Json) =>
+    validators.check(manifest(schema), input)?.message;
+
+  it('checks against the schema a version was registered with again, not the first one seen', () => {
+    const validators = new InputValidators();
+    assert.equal(refusal(validators, requiring('url'), { url: 'x' }), undefined);
+    assert.match(refusal(validators, requiring('url'), {}) ?? '', /input\.url/);
+    // The same version registered again with another schema (and the same $id, which Ajv alone
+    // would refuse to compile twice).
+    assert.match(refusal(validators, requiring('path'), { url: 'x' }) ?? '', /input\.path/);
+    assert.equal(refusal(validators, requiring('path'), { path: 'x' }), undefined);
+  });
+
+  it('checks against an equal schema read anew (a new object with the same $id) many times', () => {
+    const validators = new InputValidators();
+    for (let read = 0; read < 3; read += 1) {
+      assert.equal(refusal(validators, requiring('url'), { url: 'x' }), undefined);
+      assert.match(refusal(validators, requiring('url'), {}) ?? '', /input\.url/);
+    }
   });
 });

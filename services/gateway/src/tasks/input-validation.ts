@@ -1,6 +1,7 @@
 /**
  * Validation of a task's input against its type's registered JSON Schema. Validators are compiled
- * once per (type, version): manifests of a version never change meaning.
+ * once per (type, version) and schema: registering the same version again may replace its schema
+ * (registerTaskType), and creates must then be checked against the new one.
  */
 import { Ajv2020, type ErrorObject, type ValidateFunction } from 'ajv/dist/2020.js';
 import addFormatsModule from 'ajv-formats';
@@ -66,10 +67,21 @@ function depthOf(value: Json): number {
   return deepest + 1;
 }
 
-/** Compiles and caches validators of manifests. */
+/** A compiled validator and the schema it was compiled from. */
+interface CompiledSchema {
+  /** The object given to Ajv (what it keeps, and what to remove from it). */
+  readonly compiledFrom: Record<string, unknown>;
+  /** The schema object last seen for this type and version: the usual check is by identity. */
+  lastSeen: Record<string, unknown>;
+  /** The schema as JSON text: a schema read anew (an equal, different object) is matched by it. */
+  readonly text: string;
+  readonly validate: ValidateFunction;
+}
+
+/** Compiles and caches validators of manifests: one per type and version, its latest schema. */
 export class InputValidators {
   private readonly ajv = addFormats(new Ajv2020({ allErrors: false, strict: false }));
-  private readonly cache = new Map<string, ValidateFunction>();
+  private readonly compiled = new Map<string, CompiledSchema>();
 
   /**
    * Validates `input`; returns the error to answer with, or `undefined` when it is valid.
@@ -88,11 +100,21 @@ export class InputValidators {
 
   private validatorOf(manifest: TaskTypeManifest): ValidateFunction {
     const key = `${manifest.name}@${manifest.version}`;
-    let validate = this.cache.get(key);
-    if (!validate) {
-      validate = this.ajv.compile(manifest.inputSchema);
-      this.cache.set(key, validate);
+    const schema = manifest.inputSchema;
+    const known = this.compiled.get(key);
+    // The manifest a create holds is usually the very object checked before (the gateway keeps
+    // the types it read), so identity answers without serialising the schema.
+    if (known?.lastSeen === schema) return known.validate;
+    const text = JSON.stringify(schema);
+    if (known?.text === text) {
+      known.lastSeen = schema;
+      return known.validate;
     }
+    // Ajv keeps every schema it compiled (and refuses a second one with the same `$id`): the
+    // replaced schema of this version is dropped from it first.
+    if (known) this.ajv.removeSchema(known.compiledFrom);
+    const validate = this.ajv.compile(schema);
+    this.compiled.set(key, { compiledFrom: schema, lastSeen: schema, text, validate });
     return validate;
   }
 }
