@@ -94,3 +94,80 @@ describe('transactions of the postgres driver (Sluice patch: pipelined BEGIN)', 
     }
   });
 });
+
+describe('the postgres driver after a connection dies (Sluice patch: porsager/postgres#1130)', () => {
+  /** The answer of `query`, or its error code, or "hung" when it settled in neither within 10 s. */
+  async function settled(query: Promise<unknown>): Promise<string> {
+    let timer: NodeJS.Timeout | undefined;
+    const deadline = new Promise<string>((resolve) => {
+      timer = setTimeout(() => resolve('hung'), 10_000);
+    });
+    try {
+      return await Promise.race([
+        query.then(
+          () => 'ok',
+          (error: unknown) => String((error as { code?: unknown }).code ?? error),
+        ),
+        deadline,
+      ]);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  /**
+   * Runs `scenario` with a pool of one connection and a way to end that connection's backend (as a
+   * restart or failover would), until the scenario reports that its query met the dead socket (it
+   * may see the close first and reconnect instead); then checks the pool answers again.
+   */
+  async function withDyingConnection(
+    scenario: (sql: postgres.Sql, kill: (pid: number) => Promise<void>) => Promise<boolean>,
+  ): Promise<void> {
+    const sql = postgres(database.url, { max: 1, onnotice: () => {}, backoff: () => 0.05 });
+    const admin = postgres(database.url, { max: 1, onnotice: () => {} });
+    const kill = async (pid: number) => {
+      await admin`select pg_terminate_backend(${pid})`;
+    };
+    try {
+      let met = false;
+      for (let attempt = 0; attempt < 10 && !met; attempt += 1) met = await scenario(sql, kill);
+      assert.ok(met, 'no query met the dead connection in 10 attempts');
+      let answered = false;
+      for (let attempt = 0; attempt < 5 && !answered; attempt += 1) {
+        answered = (await settled(sql`select 1`)) === 'ok';
+      }
+      assert.ok(answered, 'the pool did not answer again');
+    } finally {
+      await sql.end({ timeout: 5 });
+      await admin.end({ timeout: 5 });
+    }
+  }
+
+  it('fails a query given to the connection between its socket error and its close', async () => {
+    await withDyingConnection(async (sql, kill) => {
+      const [row] = await sql<{ pid: number }[]>`select pg_backend_pid() as pid`;
+      await kill(row!.pid);
+      // When the first query meets the reset, the next is given to the same connection before its
+      // close is seen. Unpatched, it waited forever (and every later query of the pool with it).
+      if ((await settled(sql`select 1`)) === 'ok') return false;
+      assert.notEqual(await settled(sql`select 1`), 'hung');
+      return true;
+    });
+  });
+
+  it('keeps the pool working when a reserved connection died before it was released', async () => {
+    await withDyingConnection(async (sql, kill) => {
+      const reserved = await sql.reserve();
+      try {
+        const [row] = await reserved<{ pid: number }[]>`select pg_backend_pid() as pid`;
+        await kill(row!.pid);
+        if ((await settled(reserved`select 1`)) === 'ok') return false;
+      } finally {
+        reserved.release();
+      }
+      // Unpatched, the released dead connection sat among the open ones and this query hung.
+      assert.notEqual(await settled(sql`select 1`), 'hung');
+      return true;
+    });
+  });
+});
