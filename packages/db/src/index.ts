@@ -17,6 +17,7 @@ export { isDeadlock } from './deadlock.js';
 export { isWriteRefused } from './refused.js';
 export { GroupWriter, MAX_ITEMS_PER_WRITE, type GroupWrite } from './group-writer.js';
 export { GroupReader, type GroupRead } from './group-reader.js';
+export { KeptConnection } from './kept-connection.js';
 export {
   ATTR_DB_COLLECTION_NAME,
   ATTR_DB_NAMESPACE,
@@ -124,6 +125,7 @@ export {
   DEFAULT_ADMISSION,
   DEFAULT_THROTTLE_RESERVE,
   claimAdmission,
+  claimAdmissionOn,
   claimReadySteps,
   claimReadyStepsStatement,
   findStep,

@@ -39,26 +39,37 @@ export async function transactionInOneWrite(
 ): Promise<PromiseSettledResult<Rows>[]> {
   const reserved = await db.$client.reserve();
   try {
-    // `simple: false` as the pool's own statements (client.ts): prepared, also without
-    // parameters. (postgres.js reads `simple`; its types do not declare it.)
-    const options = { prepare: true, simple: false } as postgres.UnsafeQueryOptions;
-    const queries: (Promise<unknown> & { execute(): unknown })[] = [
-      reserved`begin`,
-      ...statements.map((statement) => {
-        const { sql, params } = dialect.sqlToQuery(statement);
-        return reserved.unsafe(sql, params as never[], options);
-      }),
-      reserved`commit`,
-    ];
-    for (const query of queries) void query.execute();
-    const settled = await Promise.allSettled(queries);
-    const [began, ...rest] = settled;
-    const committed = rest.pop();
-    for (const outcome of [began, committed]) {
-      if (outcome?.status === 'rejected') throw outcome.reason;
-    }
-    return rest as PromiseSettledResult<Rows>[]; // the driver answers rows
+    return await sendTransaction(reserved, statements);
   } finally {
     reserved.release();
   }
+}
+
+/**
+ * {@link transactionInOneWrite} on a connection the caller has reserved (see kept-connection.ts),
+ * which must not be running anything else.
+ */
+export async function sendTransaction(
+  reserved: postgres.ReservedSql,
+  statements: readonly SQL[],
+): Promise<PromiseSettledResult<Rows>[]> {
+  // `simple: false` as the pool's own statements (client.ts): prepared, also without
+  // parameters. (postgres.js reads `simple`; its types do not declare it.)
+  const options = { prepare: true, simple: false } as postgres.UnsafeQueryOptions;
+  const queries: (Promise<unknown> & { execute(): unknown })[] = [
+    reserved`begin`,
+    ...statements.map((statement) => {
+      const { sql, params } = dialect.sqlToQuery(statement);
+      return reserved.unsafe(sql, params as never[], options);
+    }),
+    reserved`commit`,
+  ];
+  for (const query of queries) void query.execute();
+  const settled = await Promise.allSettled(queries);
+  const [began, ...rest] = settled;
+  const committed = rest.pop();
+  for (const outcome of [began, committed]) {
+    if (outcome?.status === 'rejected') throw outcome.reason;
+  }
+  return rest as PromiseSettledResult<Rows>[]; // the driver answers rows
 }

@@ -170,4 +170,33 @@ describe('the postgres driver after a connection dies (Sluice patch: porsager/po
       return true;
     });
   });
+
+  it('does not let a reservation whose connection closed reach the pool that took it back', async () => {
+    await withDyingConnection(async (sql, kill) => {
+      const stale = await sql.reserve();
+      const [row] = await stale<{ pid: number }[]>`select pg_backend_pid() as pid`;
+      await kill(row!.pid);
+      if ((await settled(stale`select 1`)) === 'ok') {
+        stale.release();
+        return false;
+      }
+      // The pool connects the connection again for its own queries, then for a new reservation.
+      let answered = false;
+      for (let attempt = 0; attempt < 5 && !answered; attempt += 1) {
+        answered = (await settled(sql`select 1`)) === 'ok';
+      }
+      assert.ok(answered);
+      const current = await sql.reserve();
+      try {
+        // The stale reservation's statements fail rather than run on the connection it lost, and
+        // its release leaves the new reservation in place.
+        assert.equal(await settled(stale`select 1`), 'CONNECTION_CLOSED');
+        stale.release();
+        assert.equal(await settled(current`select 1`), 'ok');
+      } finally {
+        current.release();
+      }
+      return true;
+    });
+  });
 });

@@ -26,6 +26,7 @@ import {
   type TopologyRepair,
 } from '@sluice/bus';
 import {
+  KeptConnection,
   TASK_EVENTS_CHANNEL,
   migrateDatabase,
   openDatabase,
@@ -115,6 +116,7 @@ export async function startScheduler(
   let eventsListener: { unlisten(): Promise<void> } | undefined;
   let decisions: DecisionView | undefined;
   let publications: PublicationRecorder | undefined;
+  let claimConnection: KeptConnection | undefined;
   try {
     // A const for the closures below (nc itself stays assignable for the cleanup on failure).
     const connection = await connectNats({
@@ -198,6 +200,7 @@ export async function startScheduler(
       log: logger,
       delayMs: Math.min(1_000, Math.floor(config.SLUICE_DISPATCH_GRACE_MS / 4)),
     });
+    claimConnection = new KeptConnection(database.db);
     const dispatcher = startBatchLoop({
       name: 'dispatch',
       pollMs: config.SLUICE_SCHEDULER_POLL_MS,
@@ -211,6 +214,7 @@ export async function startScheduler(
             js,
             catalog,
             admission: admissionSettings,
+            claimConnection,
             publications,
             onPublishFailed: noticeBusError('dispatch'),
           });
@@ -474,6 +478,7 @@ export async function startScheduler(
     decisions?.stop();
     await topologyRepair?.stop();
     await Promise.allSettled(loops.map((loop) => loop.stop()));
+    await claimConnection?.close();
     await publications?.stop();
     await eventsListener?.unlisten();
     await retentionLease?.stop();
@@ -504,6 +509,7 @@ export async function startScheduler(
       await started.lease.stop();
       await Promise.allSettled(loops.map((loop) => loop.stop()));
       // After the dispatcher's last pass, before the database closes.
+      await claimConnection?.close();
       await publications?.stop();
       await topologyRepair?.stop();
       await started.metricsServer.stop();

@@ -14,12 +14,14 @@ import type { JetStreamClient } from '@nats-io/jetstream';
 import { publishClaimedSteps, type BusCatalog } from '@sluice/bus';
 import {
   claimAdmission,
+  claimAdmissionOn,
   DEFAULT_ADMISSION,
   recordPublishSeqs,
   releaseClaims,
   withDatabaseSpan,
   type AdmissionSettings,
   type Database,
+  type KeptConnection,
 } from '@sluice/db';
 import { tracerFor, type Logger, type Metrics } from '@sluice/telemetry';
 import type { AdmissionPassOutcome } from './freed-slots.js';
@@ -44,6 +46,12 @@ export interface DispatcherDeps {
    * the settings of each claim (the governor's decision changes them).
    */
   readonly admission?: AdmissionSettings | (() => AdmissionSettings);
+  /**
+   * A connection kept for the claims (the scheduler's dispatch loop runs one pass at a time): each
+   * claim is then one round trip, its `COMMIT` sent with it. Left out, a claim is a transaction of
+   * the pool's.
+   */
+  readonly claimConnection?: KeptConnection;
   /**
    * Takes the stream sequences of the pass's publications (the scheduler's `PublicationRecorder`
    * writes them a little later, many passes together); left out, they are written before the pass
@@ -82,7 +90,10 @@ export async function dispatchBatch(deps: DispatcherDeps): Promise<DispatchPass>
       recordIf: ({ steps }) => steps.length > 0,
       resultAttributes: ({ steps }) => ({ [ATTR_CLAIMED]: steps.length }),
     },
-    () => deps.db.transaction((tx) => claimAdmission(tx, deps.batchSize, admission)),
+    () =>
+      deps.claimConnection
+        ? claimAdmissionOn(deps.claimConnection, deps.batchSize, admission)
+        : deps.db.transaction((tx) => claimAdmission(tx, deps.batchSize, admission)),
   );
   if (claimed.length === 0) return { more: false, full, leftBehind, urgentResources: [] };
   const { published, failed } = await publishClaimedSteps(

@@ -120,11 +120,22 @@ export async function lockAdmission(
   tx: Transaction,
   limits: ResourceLimits,
 ): Promise<AdmissionLock> {
+  return admissionLockOf(await tx.execute<AdmissionLockRow>(lockAdmissionStatement(limits)));
+}
+
+/** A row of {@link lockAdmissionStatement}: a resource with due ready steps, locked or full. */
+export interface AdmissionLockRow extends Record<string, unknown> {
+  readonly resource: string;
+  readonly locked: string | null;
+}
+
+/** The statement of {@link lockAdmission}, for a caller that sends it itself. */
+export function lockAdmissionStatement(limits: ResourceLimits): SQL {
   // The distinct resources are found by skipping through the ready index one resource at a time
   // (a recursive "loose index scan"), not by reading every ready step: with a backlog of 20,000
   // steps the plain DISTINCT made each claim read all of them, and claims take turns under these
   // locks, which capped dispatch at about 100 steps a second (issue 7 profile).
-  const rows = await tx.execute<{ resource: string; locked: string | null }>(sql`
+  return sql`
     with recursive ready_resources as (
       (select resource from task_steps where status = 'ready' order by resource limit 1)
       union all
@@ -161,7 +172,11 @@ export async function lockAdmission(
       )
       order by key, resource
     ) r
-  `);
+  `;
+}
+
+/** What the rows of {@link lockAdmissionStatement} say. */
+export function admissionLockOf(rows: readonly AdmissionLockRow[]): AdmissionLock {
   return {
     open: rows.filter((row) => row.locked !== null).map((row) => row.resource),
     full: rows.filter((row) => row.locked === null).map((row) => row.resource),

@@ -5,6 +5,8 @@
 import { and, eq, inArray, sql, type SQL } from 'drizzle-orm';
 import type { Json, Priority, StepOutcome } from '@sluice/core';
 import type { Executor, Transaction } from '../client.js';
+import type { KeptConnection } from '../kept-connection.js';
+import type { Rows } from '../one-write.js';
 import { recordOf, prefixedColumns } from '../raw-rows.js';
 import { taskSteps, tasks } from '../schema.js';
 import { idList, inputTaskIds, literalLimit } from './batch-input.js';
@@ -15,7 +17,10 @@ import {
   hasLowerPriorityCaps,
   heldAdmissionLocks,
   holdsAdmissionLock,
+  admissionLockOf,
   lockAdmission,
+  lockAdmissionStatement,
+  type AdmissionLockRow,
   resourceLimitOf,
   urgentSlotsOf,
 } from './admission.js';
@@ -136,6 +141,35 @@ export async function claimAdmission(
   const claiming = tx.execute<ClaimRow>(claimReadyStepsStatement(limit, admission, 'locked'));
   const [{ full }, rows] = await Promise.all([locking, claiming]);
   return { steps: claimedStepsOf(rows), full, leftBehind: rows[0]?.left_behind ?? true };
+}
+
+/**
+ * {@link claimAdmission} as a transaction of its own on `connection`, `BEGIN`, both statements and
+ * `COMMIT` in one write: one round trip where the pool's transaction takes two (the statements,
+ * then the commit). The statements are the same; Postgres runs them in order, as above.
+ *
+ * @throws the first statement's error (the transaction rolled back), or the connection's.
+ */
+export async function claimAdmissionOn(
+  connection: KeptConnection,
+  limit: number,
+  admission: AdmissionSettings = DEFAULT_ADMISSION,
+): Promise<AdmissionClaim> {
+  const [locking, claiming] = await connection.transaction([
+    lockAdmissionStatement(admission),
+    claimReadyStepsStatement(limit, admission, 'locked'),
+  ]);
+  const lockRows = fulfilled(locking) as AdmissionLockRow[];
+  const rows = fulfilled(claiming) as ClaimRow[];
+  const { full } = admissionLockOf(lockRows);
+  return { steps: claimedStepsOf(rows), full, leftBehind: rows[0]?.left_behind ?? true };
+}
+
+/** The rows of a statement of a one-write transaction, or its error thrown. */
+function fulfilled(outcome: PromiseSettledResult<Rows> | undefined): Rows {
+  if (outcome === undefined) throw new Error('a statement of the transaction was not answered');
+  if (outcome.status === 'rejected') throw outcome.reason;
+  return outcome.value;
 }
 
 /** A row of {@link claimReadyStepsStatement}: a claimed step, or the one row of an empty claim. */

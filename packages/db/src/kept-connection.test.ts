@@ -1,0 +1,154 @@
+/**
+ * KeptConnection against real Postgres: its transactions stay on one connection, go through while
+ * the pool's other connections are busy, and survive the connection's loss.
+ */
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { sql } from 'drizzle-orm';
+import postgres from 'postgres';
+import { openDatabase, type DatabaseHandle } from './client.js';
+import { KeptConnection } from './kept-connection.js';
+import { createTestDatabase, type TestDatabase } from './testing/index.js';
+
+let database: TestDatabase;
+
+before(async () => {
+  database = await createTestDatabase();
+  const setup = postgres(database.url, { max: 1, onnotice: () => {} });
+  await setup`create table kept_marks (n int primary key)`;
+  await setup.end({ timeout: 5 });
+});
+
+after(async () => {
+  await database.drop();
+});
+
+/** The backend serving the transaction, and whether `n` could be marked in it. */
+async function markOn(kept: KeptConnection, n: number): Promise<{ pid: number; marked: boolean }> {
+  const [pid, insert] = await kept.transaction([
+    sql`select pg_backend_pid() as pid`,
+    sql`insert into kept_marks (n) values (${n})`,
+  ]);
+  assert.equal(pid?.status, 'fulfilled');
+  return { pid: Number(pid.value[0]?.['pid']), marked: insert?.status === 'fulfilled' };
+}
+
+async function withPool(max: number, use: (handle: DatabaseHandle) => Promise<void>) {
+  const handle = openDatabase(database.url, { max });
+  try {
+    await use(handle);
+  } finally {
+    await handle.close();
+  }
+}
+
+describe('KeptConnection', () => {
+  it('runs its transactions on one connection; a failed statement rolls back its own only', async () => {
+    await withPool(3, async (handle) => {
+      const kept = new KeptConnection(handle.db);
+      try {
+        const first = await markOn(kept, 1);
+        const again = await markOn(kept, 1); // the key is taken: this one rolls back
+        const third = await markOn(kept, 2);
+        assert.deepEqual(
+          [first.marked, again.marked, third.marked],
+          [true, false, true],
+          'each transaction committed exactly when all its statements succeeded',
+        );
+        assert.equal(again.pid, first.pid);
+        assert.equal(third.pid, first.pid);
+        const rows = await handle.sql<{ n: number }[]>`select n from kept_marks order by n`;
+        assert.deepEqual(
+          rows.map((row) => row.n),
+          [1, 2],
+        );
+      } finally {
+        await kept.close();
+        await handle.sql`delete from kept_marks`;
+      }
+    });
+  });
+
+  it('is not held up by the pool: its connection is idle while the others are blocked', async () => {
+    await withPool(2, async (handle) => {
+      const kept = new KeptConnection(handle.db);
+      const admin = postgres(database.url, { max: 1, onnotice: () => {} });
+      try {
+        await markOn(kept, 10); // reserves one of the two connections
+        await admin`select pg_advisory_lock(4242)`;
+        // The pool's other connection waits for the lock, and the pool queues behind it.
+        const blocked = handle.sql`select pg_advisory_lock(4242), pg_advisory_unlock(4242)`;
+        const queued = handle.sql`select 1`;
+        void blocked.catch(() => {});
+        void queued.catch(() => {});
+        await waitFor(async () => {
+          const [row] = await admin<{ n: number }[]>`
+            select count(*)::int as n from pg_locks where locktype = 'advisory' and not granted`;
+          return row?.n === 1;
+        });
+        const marked = await withinSeconds(5, markOn(kept, 11));
+        assert.equal(marked === 'too late' ? marked : marked.marked, true);
+        await admin`select pg_advisory_unlock(4242)`;
+        await Promise.all([blocked, queued]);
+      } finally {
+        await admin.end({ timeout: 5 });
+        await kept.close();
+        await handle.sql`delete from kept_marks`;
+      }
+    });
+  });
+
+  it('takes another connection after losing its own, and refuses work once closed', async () => {
+    await withPool(2, async (handle) => {
+      const kept = new KeptConnection(handle.db);
+      const admin = postgres(database.url, { max: 1, onnotice: () => {} });
+      try {
+        const { pid } = await markOn(kept, 20);
+        await admin`select pg_terminate_backend(${pid})`;
+        // The transaction that meets the dead connection fails (or, had the close been seen
+        // first, runs on a new one); the next runs on a connection of its own again.
+        let next: { pid: number; marked: boolean } | undefined;
+        for (let attempt = 0; attempt < 3 && next === undefined; attempt += 1) {
+          next = await markOn(kept, 21).catch(() => undefined);
+        }
+        assert.ok(next?.marked);
+        assert.notEqual(next.pid, pid);
+        assert.equal((await markOn(kept, 22)).pid, next.pid);
+        await kept.close();
+        await assert.rejects(markOn(kept, 23), /closed/);
+        // Released: the pool can reserve both its connections again.
+        const both = await withinSeconds(
+          5,
+          Promise.all([handle.sql.reserve(), handle.sql.reserve()]),
+        );
+        assert.notEqual(both, 'too late');
+        if (both !== 'too late') for (const reserved of both) reserved.release();
+      } finally {
+        await admin.end({ timeout: 5 });
+        await kept.close();
+        await handle.sql`delete from kept_marks`;
+      }
+    });
+  });
+});
+
+/** `promise`'s value, or "too late" when it has none after `seconds`. */
+async function withinSeconds<T>(seconds: number, promise: Promise<T>): Promise<T | 'too late'> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<'too late'>((resolve) => {
+    timer = setTimeout(() => resolve('too late'), seconds * 1_000);
+  });
+  try {
+    return await Promise.race([promise, late]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+async function waitFor(condition: () => Promise<boolean>, timeoutMs = 10_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await condition())) {
+    if (Date.now() > deadline) throw new Error('condition not met in time');
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
