@@ -171,6 +171,39 @@ describe('the postgres driver after a connection dies (Sluice patch: porsager/po
     });
   });
 
+  it('fails the statements waiting in a reservation of a full connection when it dies', async () => {
+    // One statement in flight fills the pipeline (`max_pipeline: 1`, a runtime option the driver's
+    // types leave out), so the reservation's next statements wait in its own queue. Unpatched,
+    // they were never settled when the connection died: a one-write transaction hung forever.
+    const options = {
+      max: 1,
+      max_pipeline: 1,
+      onnotice: () => {},
+      backoff: () => 0.05,
+    } as postgres.Options<Record<string, never>>;
+    const sql = postgres(database.url, options);
+    const admin = postgres(database.url, { max: 1, onnotice: () => {} });
+    try {
+      await admin`select pg_advisory_lock(4343)`;
+      const reserved = await sql.reserve();
+      const [row] = await reserved<{ pid: number }[]>`select pg_backend_pid() as pid`;
+      const statements = [
+        reserved`select pg_advisory_lock(4343)`,
+        reserved`select 1`,
+        reserved`select 2`,
+      ];
+      const outcomes = statements.map((statement) => settled(statement));
+      await admin`select pg_terminate_backend(${row!.pid})`;
+      for (const outcome of await Promise.all(outcomes)) assert.notEqual(outcome, 'hung');
+      reserved.release();
+      await admin`select pg_advisory_unlock(4343)`;
+      assert.equal(await settled(sql`select 1`), 'ok');
+    } finally {
+      await sql.end({ timeout: 5 });
+      await admin.end({ timeout: 5 });
+    }
+  });
+
   it('does not let a reservation whose connection closed reach the pool that took it back', async () => {
     await withDyingConnection(async (sql, kill) => {
       const stale = await sql.reserve();
