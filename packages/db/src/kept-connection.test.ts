@@ -8,7 +8,7 @@ import { sql } from 'drizzle-orm';
 import postgres from 'postgres';
 import { openDatabase, type DatabaseHandle } from './client.js';
 import { KeptConnection } from './kept-connection.js';
-import { createTestDatabase, type TestDatabase } from './testing/index.js';
+import { createTestDatabase, waitForLockWaiter, type TestDatabase } from './testing/index.js';
 
 let database: TestDatabase;
 
@@ -33,101 +33,87 @@ async function markOn(kept: KeptConnection, n: number): Promise<{ pid: number; m
   return { pid: Number(pid.value[0]?.['pid']), marked: insert?.status === 'fulfilled' };
 }
 
-async function withPool(max: number, use: (handle: DatabaseHandle) => Promise<void>) {
+/** What each test gets: a pool of `max`, a kept connection of it, and a client apart from it. */
+interface KeptSetup {
+  readonly handle: DatabaseHandle;
+  readonly kept: KeptConnection;
+  readonly admin: postgres.Sql;
+}
+
+async function withKept(max: number, use: (setup: KeptSetup) => Promise<void>) {
   const handle = openDatabase(database.url, { max });
+  const kept = new KeptConnection(handle.db);
+  const admin = postgres(database.url, { max: 1, onnotice: () => {} });
   try {
-    await use(handle);
+    await use({ handle, kept, admin });
   } finally {
+    await admin.end({ timeout: 5 });
+    await kept.close();
+    await handle.sql`delete from kept_marks`;
     await handle.close();
   }
 }
 
 describe('KeptConnection', () => {
   it('runs its transactions on one connection; a failed statement rolls back its own only', async () => {
-    await withPool(3, async (handle) => {
-      const kept = new KeptConnection(handle.db);
-      try {
-        const first = await markOn(kept, 1);
-        const again = await markOn(kept, 1); // the key is taken: this one rolls back
-        const third = await markOn(kept, 2);
-        assert.deepEqual(
-          [first.marked, again.marked, third.marked],
-          [true, false, true],
-          'each transaction committed exactly when all its statements succeeded',
-        );
-        assert.equal(again.pid, first.pid);
-        assert.equal(third.pid, first.pid);
-        const rows = await handle.sql<{ n: number }[]>`select n from kept_marks order by n`;
-        assert.deepEqual(
-          rows.map((row) => row.n),
-          [1, 2],
-        );
-      } finally {
-        await kept.close();
-        await handle.sql`delete from kept_marks`;
-      }
+    await withKept(3, async ({ handle, kept }) => {
+      const first = await markOn(kept, 1);
+      const again = await markOn(kept, 1); // the key is taken: this one rolls back
+      const third = await markOn(kept, 2);
+      assert.deepEqual(
+        [first.marked, again.marked, third.marked],
+        [true, false, true],
+        'each transaction committed exactly when all its statements succeeded',
+      );
+      assert.equal(again.pid, first.pid);
+      assert.equal(third.pid, first.pid);
+      const rows = await handle.sql<{ n: number }[]>`select n from kept_marks order by n`;
+      assert.deepEqual(
+        rows.map((row) => row.n),
+        [1, 2],
+      );
     });
   });
 
   it('is not held up by the pool: its connection is idle while the others are blocked', async () => {
-    await withPool(2, async (handle) => {
-      const kept = new KeptConnection(handle.db);
-      const admin = postgres(database.url, { max: 1, onnotice: () => {} });
-      try {
-        await markOn(kept, 10); // reserves one of the two connections
-        await admin`select pg_advisory_lock(4242)`;
-        // The pool's other connection waits for the lock, and the pool queues behind it.
-        const blocked = handle.sql`select pg_advisory_lock(4242), pg_advisory_unlock(4242)`;
-        const queued = handle.sql`select 1`;
-        void blocked.catch(() => {});
-        void queued.catch(() => {});
-        await waitFor(async () => {
-          const [row] = await admin<{ n: number }[]>`
-            select count(*)::int as n from pg_locks where locktype = 'advisory' and not granted`;
-          return row?.n === 1;
-        });
-        const marked = await withinSeconds(5, markOn(kept, 11));
-        assert.equal(marked === 'too late' ? marked : marked.marked, true);
-        await admin`select pg_advisory_unlock(4242)`;
-        await Promise.all([blocked, queued]);
-      } finally {
-        await admin.end({ timeout: 5 });
-        await kept.close();
-        await handle.sql`delete from kept_marks`;
-      }
+    await withKept(2, async ({ handle, kept, admin }) => {
+      await markOn(kept, 10); // reserves one of the two connections
+      await admin`select pg_advisory_lock(4242)`;
+      // The pool's other connection waits for the lock, and the pool queues behind it.
+      const blocked = handle.sql`select pg_advisory_lock(4242), pg_advisory_unlock(4242)`;
+      const queued = handle.sql`select 1`;
+      void blocked.catch(() => {});
+      void queued.catch(() => {});
+      await waitForLockWaiter(admin);
+      const marked = await withinSeconds(5, markOn(kept, 11));
+      assert.equal(marked === 'too late' ? marked : marked.marked, true);
+      await admin`select pg_advisory_unlock(4242)`;
+      await Promise.all([blocked, queued]);
     });
   });
 
   it('takes another connection after losing its own, and refuses work once closed', async () => {
-    await withPool(2, async (handle) => {
-      const kept = new KeptConnection(handle.db);
-      const admin = postgres(database.url, { max: 1, onnotice: () => {} });
-      try {
-        const { pid } = await markOn(kept, 20);
-        await admin`select pg_terminate_backend(${pid})`;
-        // The transaction that meets the dead connection fails (or, had the close been seen
-        // first, runs on a new one); the next runs on a connection of its own again.
-        let next: { pid: number; marked: boolean } | undefined;
-        for (let attempt = 0; attempt < 3 && next === undefined; attempt += 1) {
-          next = await markOn(kept, 21).catch(() => undefined);
-        }
-        assert.ok(next?.marked);
-        assert.notEqual(next.pid, pid);
-        assert.equal((await markOn(kept, 22)).pid, next.pid);
-        await kept.close();
-        await assert.rejects(markOn(kept, 23), /closed/);
-        // Released: the pool can reserve both its connections again.
-        const both = await withinSeconds(
-          5,
-          Promise.all([handle.sql.reserve(), handle.sql.reserve()]),
-        );
-        assert.notEqual(both, 'too late');
-        if (both !== 'too late') for (const reserved of both) reserved.release();
-      } finally {
-        await admin.end({ timeout: 5 });
-        await kept.close();
-        await handle.sql`delete from kept_marks`;
+    await withKept(2, async ({ handle, kept, admin }) => {
+      const { pid } = await markOn(kept, 20);
+      await admin`select pg_terminate_backend(${pid})`;
+      // The transaction that meets the dead connection fails (or, had the close been seen
+      // first, runs on a new one); the next runs on a connection of its own again.
+      let next: { pid: number; marked: boolean } | undefined;
+      for (let attempt = 0; attempt < 3 && next === undefined; attempt += 1) {
+        next = await markOn(kept, 21).catch(() => undefined);
       }
+      assert.ok(next?.marked);
+      assert.notEqual(next.pid, pid);
+      assert.equal((await markOn(kept, 22)).pid, next.pid);
+      await kept.close();
+      await assert.rejects(markOn(kept, 23), /closed/);
+      // Released: the pool can reserve both its connections again.
+      const both = await withinSeconds(
+        5,
+        Promise.all([handle.sql.reserve(), handle.sql.reserve()]),
+      );
+      assert.notEqual(both, 'too late');
+      if (both !== 'too late') for (const reserved of both) reserved.release();
     });
   });
 });
@@ -142,13 +128,5 @@ async function withinSeconds<T>(seconds: number, promise: Promise<T>): Promise<T
     return await Promise.race([promise, late]);
   } finally {
     clearTimeout(timer);
-  }
-}
-
-async function waitFor(condition: () => Promise<boolean>, timeoutMs = 10_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await condition())) {
-    if (Date.now() > deadline) throw new Error('condition not met in time');
-    await new Promise((resolve) => setTimeout(resolve, 20));
   }
 }

@@ -73,3 +73,10 @@ export async function sendTransaction(
   }
   return rest as PromiseSettledResult<Rows>[]; // the driver answers rows
 }
+
+/** The rows of a statement of a one-write transaction, or its error thrown. */
+export function rowsOf(outcome: PromiseSettledResult<Rows> | undefined): Rows {
+  if (outcome === undefined) throw new Error('a statement of the transaction was not answered');
+  if (outcome.status === 'rejected') throw outcome.reason;
+  return outcome.value;
+}

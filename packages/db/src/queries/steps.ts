@@ -6,7 +6,7 @@ import { and, eq, inArray, sql, type SQL } from 'drizzle-orm';
 import type { Json, Priority, StepOutcome } from '@sluice/core';
 import type { Executor, Transaction } from '../client.js';
 import type { KeptConnection } from '../kept-connection.js';
-import type { Rows } from '../one-write.js';
+import { rowsOf } from '../one-write.js';
 import { recordOf, prefixedColumns } from '../raw-rows.js';
 import { taskSteps, tasks } from '../schema.js';
 import { idList, inputTaskIds, literalLimit } from './batch-input.js';
@@ -159,17 +159,10 @@ export async function claimAdmissionOn(
     lockAdmissionStatement(admission),
     claimReadyStepsStatement(limit, admission, 'locked'),
   ]);
-  const lockRows = fulfilled(locking) as AdmissionLockRow[];
-  const rows = fulfilled(claiming) as ClaimRow[];
+  const lockRows = rowsOf(locking) as AdmissionLockRow[];
+  const rows = rowsOf(claiming) as ClaimRow[];
   const { full } = admissionLockOf(lockRows);
   return { steps: claimedStepsOf(rows), full, leftBehind: rows[0]?.left_behind ?? true };
-}
-
-/** The rows of a statement of a one-write transaction, or its error thrown. */
-function fulfilled(outcome: PromiseSettledResult<Rows> | undefined): Rows {
-  if (outcome === undefined) throw new Error('a statement of the transaction was not answered');
-  if (outcome.status === 'rejected') throw outcome.reason;
-  return outcome.value;
 }
 
 /** A row of {@link claimReadyStepsStatement}: a claimed step, or the one row of an empty claim. */

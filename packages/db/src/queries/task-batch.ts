@@ -6,7 +6,7 @@ import { randomUUID } from 'node:crypto';
 import { sql, type SQL } from 'drizzle-orm';
 import { NO_TASK, decideTransition, type TaskStatus } from '@sluice/core';
 import type { Database, Executor, Transaction } from '../client.js';
-import { transactionInOneWrite, type Rows } from '../one-write.js';
+import { rowsOf, transactionInOneWrite } from '../one-write.js';
 import { recordOf } from '../raw-rows.js';
 import { isRefusedOnPurpose } from '../refused.js';
 import { idempotencyTombstones, tasks } from '../schema.js';
@@ -181,12 +181,12 @@ async function insertKeyedInOneWrite(
           <> ${entries.length}
        or exists (${liveTombstonesStatement(tenantId, keys)})`;
   const [inserted, checked] = await transactionInOneWrite(db, [insertOfEntries, check]);
-  if (inserted?.status === 'rejected') throw inserted.reason;
+  const rows = rowsOf(inserted);
   if (checked?.status === 'rejected') {
     if (isRefusedOnPurpose(checked.reason)) return undefined;
     throw checked.reason;
   }
-  return rowsById((inserted as PromiseFulfilledResult<Rows>).value);
+  return rowsById(rows);
 }
 
 /**
