@@ -4,9 +4,11 @@
  * tasks, a race with retention); concurrent batches sharing keys neither deadlock nor duplicate.
  */
 import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
 import { connect } from 'node:net';
 import { afterEach, beforeEach, describe, it } from 'node:test';
 import { SluiceError, type Json } from '@sluice/core';
+import type { SQL } from 'drizzle-orm';
 import { drizzle } from 'drizzle-orm/postgres-js';
 import postgres from 'postgres';
 import type { Database, DatabaseHandle } from '../client.js';
@@ -17,8 +19,10 @@ import {
   waitForLockWaiter,
   type TaskTypeDatabase,
 } from '../testing/index.js';
+import { isRefusedOnPurpose } from '../refused.js';
+import { explainAnalyze } from './explain.js';
 import { deleteFinishedTasks } from './retention.js';
-import { submitTasks } from './task-batch.js';
+import { keyedBatchCheck, submitTasks } from './task-batch.js';
 import type { TaskTypeManifest } from './task-types.js';
 import { createTask, submitTask, type NewTask, type SubmitTaskResult } from './tasks.js';
 
@@ -277,6 +281,32 @@ describe('submitTasks', () => {
     assert.equal(await count('tasks'), 2);
     assert.equal(await count('task_steps'), 2);
     assert.equal(await count('task_events'), 2);
+  });
+
+  it("checks a one-write batch by its own tasks, however many the tenant's statistics miss", async () => {
+    // A new deployment's first analysis finds the table empty; the tenant then grows to 3,000
+    // tasks. Planned from those statistics, `tenant_id = … and id = any(…)` walked all of them.
+    await handle.sql`analyze tasks`;
+    const batch = await submitTasks(
+      handle.db,
+      Array.from({ length: 3_000 }, (_, n) => request({ idempotencyKey: `grown-${n}` })),
+    );
+    const ids = batch.slice(0, 50).map(idOf);
+    const plan = (await explainAnalyze(handle.db, keyedBatchCheck('acme', ids, ['fresh']))).join(
+      '\n',
+    );
+    assert.match(plan, /Index Scan using tasks_pkey on tasks t .*loops=50\)/);
+    assert.doesNotMatch(plan, /tasks_tenant_created_idx|Seq Scan on tasks/);
+
+    // And it still refuses what it must: an id with no task, a task of another tenant, a live
+    // tombstone of one of the keys.
+    const refused = (statement: SQL) =>
+      assert.rejects(explainAnalyze(handle.db, statement), (error) => isRefusedOnPurpose(error));
+    await refused(keyedBatchCheck('acme', [...ids, randomUUID()], []));
+    await refused(keyedBatchCheck('globex', ids, []));
+    await finishedTask({ idempotencyKey: 'tombstoned' });
+    assert.equal((await deleteFinishedTasks(handle.db, olderThan(7 * DAY_MS))).tombstones, 1);
+    await refused(keyedBatchCheck('acme', ids, ['tombstoned']));
   });
 
   it('refuses a batch that repeats a key, or mixes tenants', async () => {
