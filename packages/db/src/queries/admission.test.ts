@@ -16,8 +16,11 @@ import {
   type TaskTypeDatabase,
 } from '../testing/index.js';
 import { createTask } from './tasks.js';
+import { KeptConnection } from '../kept-connection.js';
+import { rowsOf } from '../one-write.js';
 import {
   claimAdmission,
+  claimAdmissionOn,
   claimReadySteps,
   type AdmissionSettings,
   type ClaimedStep,
@@ -282,6 +285,32 @@ describe('admission lock', () => {
     } finally {
       await through.close();
       await proxy.close();
+    }
+  });
+
+  it('plans the claim once per connection, in the pool and on a kept connection', async () => {
+    // Planned for its values, the claim was planned again at almost every call (its generic plan
+    // looks costlier than the custom ones), which cost as much as running it.
+    await makeSteps('tool:planned-once', 'acme', 2, 2);
+    const plansOfClaim = sql`
+      select custom_plans::int as custom, generic_plans::int as generic
+      from pg_prepared_statements
+      where statement like '%-- Every (resource, tenant, priority)%'
+        and statement not like '%pg_prepared_statements%'`;
+    // One connection, so the statements prepared in the pool and the kept one are the same.
+    const single = openDatabase(fixture.database.url, { max: 1 });
+    const kept = new KeptConnection(single.db);
+    try {
+      for (let call = 0; call < 8; call += 1) {
+        await single.db.transaction((tx) => claimAdmission(tx, 1, settings));
+      }
+      assert.deepEqual([...(await single.db.execute(plansOfClaim))], [{ custom: 0, generic: 8 }]);
+      for (let call = 0; call < 8; call += 1) await claimAdmissionOn(kept, 1, settings);
+      const [read] = await kept.transaction([plansOfClaim]);
+      assert.deepEqual([...rowsOf(read)], [{ custom: 0, generic: 16 }]);
+    } finally {
+      await kept.close();
+      await single.close();
     }
   });
 

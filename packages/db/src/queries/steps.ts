@@ -10,6 +10,7 @@ import { rowsOf } from '../one-write.js';
 import { recordOf, prefixedColumns } from '../raw-rows.js';
 import { taskSteps, tasks } from '../schema.js';
 import { idList, inputTaskIds, literalLimit } from './batch-input.js';
+import { genericPlansForTransaction } from './plan-cache.js';
 import type { TaskRecord } from './tasks.js';
 import {
   ANY_RESOURCE,
@@ -137,9 +138,10 @@ export async function claimAdmission(
   limit: number,
   admission: AdmissionSettings = DEFAULT_ADMISSION,
 ): Promise<AdmissionClaim> {
+  const planning = tx.execute(genericPlansForTransaction());
   const locking = lockAdmission(tx, admission);
   const claiming = tx.execute<ClaimRow>(claimReadyStepsStatement(limit, admission, 'locked'));
-  const [{ full }, rows] = await Promise.all([locking, claiming]);
+  const [, { full }, rows] = await Promise.all([planning, locking, claiming]);
   return { steps: claimedStepsOf(rows), full, leftBehind: rows[0]?.left_behind ?? true };
 }
 
@@ -155,7 +157,8 @@ export async function claimAdmissionOn(
   limit: number,
   admission: AdmissionSettings = DEFAULT_ADMISSION,
 ): Promise<AdmissionClaim> {
-  const [locking, claiming] = await connection.transaction([
+  const [, locking, claiming] = await connection.transaction([
+    genericPlansForTransaction(),
     lockAdmissionStatement(admission),
     claimReadyStepsStatement(limit, admission, 'locked'),
   ]);

@@ -19,6 +19,7 @@ import type { Priority } from '@sluice/core';
 import type { Database, Transaction } from '../client.js';
 import { ADMISSION_LOCK_NAMESPACE, admissionLockKeyOf } from './admission.js';
 import { textArrayOf } from './batch-input.js';
+import { genericPlansForTransaction } from './plan-cache.js';
 import {
   claimReadyStepsStatement,
   claimedStepsOf,
@@ -52,7 +53,7 @@ export async function claimUrgentSteps(
   // The claim is planned once per connection, not on each of its first executions: a custom plan
   // of this statement costs 2–4 ms of planning (idle), which every gateway connection paid on
   // its first P0 creates — at the onset of P0 work, when the machine is busiest (session 17).
-  const planning = tx.execute(sql`set local plan_cache_mode = force_generic_plan`);
+  const planning = tx.execute(genericPlansForTransaction());
   // Three statements, one round trip (as `claimAdmission`): the claim runs after the locking
   // statement, in a snapshot of its own, and claims only where this transaction got the lock.
   const locking = tx.execute(sql`
