@@ -1,7 +1,8 @@
 /**
  * One leadership tenure's decisions: every interval it reads the seven signals (Postgres for the
  * queue, latencies, retries and connections; the executors' reports for busy slots, LLM 429s and
- * tool outcomes), moves their levels on with hysteresis, moves the breakers on, applies the
+ * tool outcomes; the reads of the step tables at a pace their cost allows, paced-read.ts), moves
+ * their levels on with hysteresis, moves the breakers on, applies the
  * operators' overrides and composes the decision document the tenure publishes.
  */
 import { ADMISSION_LEVELS, type GovernorDecision, type SignalReading } from '@sluice/bus';
@@ -15,6 +16,9 @@ import {
   saveBreaker,
   stepLatencies,
   type Database,
+  type QueueDepths,
+  type RetryShare,
+  type StepLatency,
 } from '@sluice/db';
 import type { Logger, Metrics } from '@sluice/telemetry';
 import { BreakerKeeper, hasBreaker } from './breakers/breaker-keeper.js';
@@ -22,9 +26,16 @@ import { composeDecision } from './compose-decision.js';
 import { PressureBook, type Reading } from './pressure/levels.js';
 import type { ThresholdTable } from './pressure/thresholds.js';
 import type { ExecutorReports } from './signals/executor-reports.js';
+import { PacedRead } from './signals/paced-read.js';
 
 /** Fewer step starts than this in the window say nothing about a retry storm. */
 const MIN_STARTS_FOR_RETRY_SHARE = 20;
+
+/**
+ * The share of time the governor's reads of the step tables may take, each (see paced-read.ts):
+ * a read that grew to 100 ms with the backlog is taken every 2 s instead of every tick.
+ */
+const STEP_READ_DUTY_SHARE = 0.05;
 
 export interface DecisionMakerDeps {
   readonly db: Database;
@@ -54,6 +65,12 @@ export function createDecisionMaker(deps: DecisionMakerDeps): DecisionMaker {
   let keeper: BreakerKeeper | undefined;
   /** The level each (signal, scope) was at last tick, to count entries into a level. */
   const entered = new Map<string, string>();
+  const paced = { dutyShare: STEP_READ_DUTY_SHARE, now };
+  const stepReads: StepReads = {
+    depths: new PacedRead(() => queueDepths(deps.db), paced),
+    latencies: new PacedRead(() => stepLatencies(deps.db, deps.windowMs), paced),
+    retries: new PacedRead(() => retryShare(deps.db, deps.windowMs), paced),
+  };
 
   return {
     async decide(epoch) {
@@ -66,7 +83,7 @@ export function createDecisionMaker(deps: DecisionMakerDeps): DecisionMaker {
         await keeper.load();
       }
       const nowMs = now();
-      const readings = await readSignals(deps, nowMs);
+      const readings = await readSignals(deps, stepReads, nowMs);
       const outcomes = deps.reports.takeOutcomes(nowMs);
       for (const [resource, delta] of outcomes) {
         const calls = delta.succeeded + delta.failed;
@@ -115,12 +132,23 @@ export function createDecisionMaker(deps: DecisionMakerDeps): DecisionMaker {
   };
 }
 
+/** The reads of the step tables, each taken at its own pace. */
+interface StepReads {
+  readonly depths: PacedRead<QueueDepths>;
+  readonly latencies: PacedRead<StepLatency[]>;
+  readonly retries: PacedRead<RetryShare>;
+}
+
 /** The readings of this tick (tool error rates are added from the outcomes by the caller). */
-async function readSignals(deps: DecisionMakerDeps, nowMs: number): Promise<Reading[]> {
-  const { db, windowMs, reports, metrics } = deps;
-  const depths = await queueDepths(db);
-  const latencies = await stepLatencies(db, windowMs);
-  const retries = await retryShare(db, windowMs);
+async function readSignals(
+  deps: DecisionMakerDeps,
+  stepReads: StepReads,
+  nowMs: number,
+): Promise<Reading[]> {
+  const { db, reports, metrics } = deps;
+  const depths = await stepReads.depths.get();
+  const latencies = await stepReads.latencies.get();
+  const retries = await stepReads.retries.get();
   const connections = await databaseConnectionUsage(db);
 
   const loads = reports.loads(nowMs);
