@@ -33,9 +33,10 @@ const MIN_STARTS_FOR_RETRY_SHARE = 20;
 
 /**
  * The share of time the governor's reads of the step tables may take, each (see paced-read.ts):
- * a read that grew to 100 ms with the backlog is taken every 2 s instead of every tick.
+ * a read that grew to 100 ms with the backlog is taken every 5 s instead of every tick; one of 20 ms
+ * or less, at every tick (1 s). Levels dwell 10 s before they move.
  */
-const STEP_READ_DUTY_SHARE = 0.05;
+const STEP_READ_DUTY_SHARE = 0.02;
 
 export interface DecisionMakerDeps {
   readonly db: Database;
