@@ -459,10 +459,10 @@ export function publishSeqsStatement(published: readonly PublishedDispatch[]): S
     dispatch: p.dispatch,
     publish_seq: p.publishSeq,
   }));
-  // The steps are found by their ids as a parameter list (`idList`): joined to the values alone,
-  // the planner chose to read every step whose sequence is not stored yet — a sequential scan of
-  // the whole table, finished steps included, then a hash join — for a batch of 150 in a table of
-  // 6,000 rows (it costs 150 key lookups as random reads), and in drains it did.
+  // The steps are found by their ids as a parameter list (`idList`). Joined to the values alone,
+  // they were read by a sequential scan of the whole table, finished steps included, and a hash
+  // join: the planner's choice for a batch of 150 in a table of 6,000 rows (it costs 150 key
+  // lookups as random reads), seen in drains too, and a cost that grows with the history.
   return sql`
     with v as (
       select * from jsonb_to_recordset(${JSON.stringify(values)}::jsonb)
