@@ -19,7 +19,6 @@ import {
   heldAdmissionLocks,
   holdsAdmissionLock,
   admissionLockOf,
-  lockAdmission,
   lockAdmissionStatement,
   type AdmissionLockRow,
   resourceLimitOf,
@@ -96,10 +95,11 @@ export const DEFAULT_ADMISSION: AdmissionSettings = {
  * its tenant fewer than its cap on that resource; the most urgent go first (priority improved by
  * aging), and within a priority the tenant with the fewest in-flight steps relative to its floor.
  *
- * Two statements, in the caller's transaction: {@link lockAdmission} locks each resource with due
- * ready steps and room (so replicas claiming the same resource take turns: the count stays true
- * until the claim commits), then one statement counts and claims. Steps of tasks being cancelled or
- * paused, or not queued/running, are left alone. Runs in a transaction: its admission locks hold
+ * Two statements, in the caller's transaction (after one that has them run on generic plans):
+ * {@link lockAdmissionStatement} locks each resource with due ready steps and room (so replicas
+ * claiming the same resource take turns: the count stays true until the claim commits), then one
+ * statement counts and claims. Steps of tasks being cancelled or paused, or not queued/running, are
+ * left alone. Runs in a transaction: its admission locks hold
  * until the claim commits (outside one, each statement would release them at once).
  */
 export async function claimReadySteps(
@@ -138,15 +138,17 @@ export async function claimAdmission(
   limit: number,
   admission: AdmissionSettings = DEFAULT_ADMISSION,
 ): Promise<AdmissionClaim> {
-  const planning = tx.execute(genericPlansForTransaction());
-  const locking = lockAdmission(tx, admission);
-  const claiming = tx.execute<ClaimRow>(claimReadyStepsStatement(limit, admission, 'locked'));
-  const [, { full }, rows] = await Promise.all([planning, locking, claiming]);
-  return { steps: claimedStepsOf(rows), full, leftBehind: rows[0]?.left_behind ?? true };
+  const [planning, locking, claiming] = admissionClaimStatements(limit, admission);
+  const [, lockRows, rows] = await Promise.all([
+    tx.execute(planning),
+    tx.execute<AdmissionLockRow>(locking),
+    tx.execute<ClaimRow>(claiming),
+  ]);
+  return admissionClaimOf(lockRows, rows);
 }
 
 /**
- * {@link claimAdmission} as a transaction of its own on `connection`, `BEGIN`, both statements and
+ * {@link claimAdmission} as a transaction of its own on `connection`, `BEGIN`, its statements and
  * `COMMIT` in one write: one round trip where the pool's transaction takes two (the statements,
  * then the commit). The statements are the same; Postgres runs them in order, as above.
  *
@@ -157,13 +159,29 @@ export async function claimAdmissionOn(
   limit: number,
   admission: AdmissionSettings = DEFAULT_ADMISSION,
 ): Promise<AdmissionClaim> {
-  const [, locking, claiming] = await connection.transaction([
+  const [, locking, claiming] = await connection.transaction(
+    admissionClaimStatements(limit, admission),
+  );
+  return admissionClaimOf(rowsOf(locking) as AdmissionLockRow[], rowsOf(claiming) as ClaimRow[]);
+}
+
+/**
+ * The statements of a claim's transaction, in the order they run: generic plans for the rest (the
+ * claim made once per connection, plan-cache.ts), the admission locks, the claim.
+ */
+function admissionClaimStatements(limit: number, admission: AdmissionSettings): [SQL, SQL, SQL] {
+  return [
     genericPlansForTransaction(),
     lockAdmissionStatement(admission),
     claimReadyStepsStatement(limit, admission, 'locked'),
-  ]);
-  const lockRows = rowsOf(locking) as AdmissionLockRow[];
-  const rows = rowsOf(claiming) as ClaimRow[];
+  ];
+}
+
+/** What a claim's lock statement and claim answered. */
+function admissionClaimOf(
+  lockRows: readonly AdmissionLockRow[],
+  rows: readonly ClaimRow[],
+): AdmissionClaim {
   const { full } = admissionLockOf(lockRows);
   return { steps: claimedStepsOf(rows), full, leftBehind: rows[0]?.left_behind ?? true };
 }

@@ -204,8 +204,8 @@ export function keyedBatchCheck(
 ): SQL {
   return sql`
     select sluice_refuse_commit('a key is held or belongs to a deleted task')
-    where (select count(*) from jsonb_array_elements_text(${JSON.stringify(ids)}::jsonb) as entry(id)
-           where (select t.tenant_id from tasks t where t.id = entry.id::uuid) = ${tenantId})
+    where (select count(*) from unnest(${textArrayOf(ids)}::uuid[]) as entry(id)
+           where (select t.tenant_id from tasks t where t.id = entry.id) = ${tenantId})
           <> ${ids.length}
        or exists (${liveTombstonesStatement(tenantId, keys)})`;
 }
