@@ -28,6 +28,7 @@ const samples: BusMessage[] = [
     resource: 'tool:http',
   },
   { type: 'step.result', task_id: TASK, step_seq: 4 },
+  { type: 'step.result', task_id: TASK, step_seq: 1, completed: { resource: 'tool:http' } },
   { type: 'wake', reason: 'task.created' },
   { type: 'task.cancel', task_id: TASK },
   {
@@ -99,7 +100,7 @@ describe('message codec', () => {
       bytes({ type: 'step.result', task_id: TASK, step_seq: 1, payload: 'x'.repeat(10) }),
     );
     assert.deepEqual(decoded, { type: 'step.result', task_id: TASK, step_seq: 1 });
-    const { step: _omitted, ...withoutStep } = samples[4] as Extract<
+    const { step: _omitted, ...withoutStep } = samples[5] as Extract<
       BusMessage,
       { type: 'task.event' }
     >;
@@ -118,7 +119,7 @@ describe('message codec', () => {
 
   it('refuses unknown types and invalid fields', () => {
     const d = samples[0] as Extract<BusMessage, { type: 'step.dispatch' }>;
-    const e = samples[4] as Extract<BusMessage, { type: 'task.event' }>;
+    const e = samples[5] as Extract<BusMessage, { type: 'task.event' }>;
     const cases: [unknown, RegExp][] = [
       [{ type: 'step.unknown' }, /unknown message type/],
       [{ task_id: TASK }, /unknown message type/],
@@ -140,6 +141,11 @@ describe('message codec', () => {
       [
         { type: 'wake', reason: 'r', step: { priority: 0, resource: 'llm', dispatched: 1 } },
         /dispatched/,
+      ],
+      [{ type: 'step.result', task_id: TASK, step_seq: 1, completed: true }, /completed/],
+      [
+        { type: 'step.result', task_id: TASK, step_seq: 1, completed: { resource: 'a.b' } },
+        /resource/,
       ],
       [{ type: 'task.cancel', task_id: '>' }, /task_id/],
       [{ ...e, seq: 0 }, /seq/],

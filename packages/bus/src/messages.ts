@@ -28,6 +28,12 @@ export interface StepResult {
   readonly type: 'step.result';
   readonly task_id: string;
   readonly step_seq: number;
+  /**
+   * The executor's write applied the outcome too (the usual completion: the task succeeded), so
+   * the scheduler's outcome pass has nothing to do for it; `resource`, the step's, is where the
+   * scheduler counts the attempt in its retry budget.
+   */
+  readonly completed?: { readonly resource: string };
 }
 
 /** Something changed; the receiver should look at Postgres now rather than at its next poll. */
@@ -188,6 +194,14 @@ function readyStepField(obj: Fields, field: string): NonNullable<Wake['step']> {
   return { ...ready, dispatched: true };
 }
 
+function completedField(obj: Fields, field: string): { resource: string } {
+  const v = obj[field];
+  if (typeof v !== 'object' || v === null || Array.isArray(v)) {
+    throw new Invalid(`${field} must be an object`);
+  }
+  return { resource: nameField(v as Fields, 'resource', resourceProblem) };
+}
+
 /** Validates a parsed object and rebuilds it with only the known fields. */
 function validate(obj: Fields): BusMessage {
   const type = obj.type;
@@ -202,12 +216,16 @@ function validate(obj: Fields): BusMessage {
         priority: priorityField(obj, 'priority'),
         resource: nameField(obj, 'resource', resourceProblem),
       };
-    case 'step.result':
-      return {
+    case 'step.result': {
+      const result = {
         type,
         task_id: nameField(obj, 'task_id', taskIdTokenProblem),
         step_seq: intField(obj, 'step_seq', 0),
       };
+      return obj.completed === undefined
+        ? result
+        : { ...result, completed: completedField(obj, 'completed') };
+    }
     case 'wake':
       return obj.step === undefined
         ? { type, reason: textField(obj, 'reason') }

@@ -155,6 +155,7 @@ export type {
   NewStep,
   StepDispatchRef,
   OutcomeToRecord,
+  OutcomeRecording,
   StepRecord,
   TaskToSettle,
   WaitingRetry,

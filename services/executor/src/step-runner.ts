@@ -28,6 +28,7 @@ import {
   withDatabaseSpan,
   type Database,
   type GroupWriter,
+  type OutcomeRecording,
   type OutcomeToRecord,
   type StepDispatchRef,
   type StepRecord,
@@ -42,7 +43,7 @@ import { createLlmClient, type LlmClientOptions } from './llm-client.js';
 import type { LlmGate } from './llm-gate.js';
 import { createProgressReporter } from './progress-reporter.js';
 import { buildStepContext, type StepHistory } from './step-context.js';
-import { recordTaskStarted, runInStepSpan } from './step-span.js';
+import { recordTaskCompleted, recordTaskStarted, runInStepSpan } from './step-span.js';
 import type { TaskRegistry } from './task-registry.js';
 
 /** What the runner needs from its executor. */
@@ -66,9 +67,10 @@ export interface StepRunnerDeps {
   readonly starts: GroupWriter<StepDispatchRef, UsualStart | undefined>;
   /**
    * Writes outcomes (`recordStepOutcomes`), several in one commit when they finish together
-   * (group commit); answers whether the outcome was recorded (false: a stale dispatch).
+   * (group commit); answers what it did: recorded, recorded and its task completed, or nothing
+   * (a stale dispatch).
    */
-  readonly outcomes: GroupWriter<OutcomeToRecord, boolean>;
+  readonly outcomes: GroupWriter<OutcomeToRecord, OutcomeRecording>;
   /** The executor's one LLM gate (adaptive concurrency, request and token budgets). */
   readonly llmGate?: LlmGate;
   /** Whether the governor asks a priority to degrade now. */
@@ -153,17 +155,23 @@ async function runStep(
   const outcome = await execute(deps, message, ref, { step, task, history }, log);
   // With the outcomes of other steps that finish meanwhile, in one statement and one commit (the
   // span covers the wait for that write).
-  const recorded = await withDatabaseSpan(deps.db, RECORD_OUTCOME, () =>
+  const recording = await withDatabaseSpan(deps.db, RECORD_OUTCOME, () =>
     deps.outcomes.write({ ref, outcome }),
   );
+  // The usual completion was applied by the write itself: the task's `complete` goes on its trace
+  // here, as the scheduler records the transitions it applies.
+  if (recording === 'completed') {
+    recordTaskCompleted(task, step, extractTraceContext(message.headers, ROOT_CONTEXT));
+  }
+  const recorded = recording !== 'stale';
   deps.metrics.stepsFinished.inc({ resource: deps.resource, outcome: outcome.type });
   deps.onOutcome?.(outcome);
   // Not a confirmed ack (`ackAck`, a round trip to the server): what the step did is in Postgres
   // already, so an ack that gets lost only brings the message back, and its start finds the
   // dispatch finished ('stale') and acknowledges it then.
   message.ack();
-  if (recorded) wakeScheduler(deps, ref);
-  log.info({ step: step.name, outcome: outcome.type, recorded }, 'step finished');
+  if (recorded) wakeScheduler(deps, ref, recording === 'completed');
+  log.info({ step: step.name, outcome: outcome.type, recording }, 'step finished');
 }
 
 /**
@@ -415,10 +423,19 @@ function startHeartbeat(
   return { stop: () => clearInterval(timer) };
 }
 
-/** Tells the scheduler an outcome is recorded (a wake-up; it also polls, so a loss only delays). */
-function wakeScheduler(deps: StepRunnerDeps, ref: StepDispatchRef): void {
+/**
+ * Tells the scheduler an outcome is recorded (a wake-up; it also polls, so a loss only delays).
+ * `taskCompleted`: the write applied it too (the usual completion), so the outcome pass has nothing
+ * to do for it; the scheduler still counts the attempt in the resource's retry budget.
+ */
+function wakeScheduler(deps: StepRunnerDeps, ref: StepDispatchRef, taskCompleted = false): void {
   deps.nc.publish(
     deps.catalog.subjects.stepResult,
-    encodeMessage({ type: 'step.result', task_id: ref.taskId, step_seq: ref.seq }),
+    encodeMessage({
+      type: 'step.result',
+      task_id: ref.taskId,
+      step_seq: ref.seq,
+      ...(taskCompleted ? { completed: { resource: deps.resource } } : {}),
+    }),
   );
 }

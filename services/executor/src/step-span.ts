@@ -43,12 +43,7 @@ export async function runInStepSpan<T>(
   fn: (span: Span) => Promise<T>,
   dispatched?: Context,
 ): Promise<T> {
-  // A task created without a trace has no parent: a malformed (here empty) traceparent gives a
-  // context without one, so the step starts a trace of its own.
-  const parent =
-    dispatched !== undefined && trace.getSpanContext(dispatched) !== undefined
-      ? dispatched
-      : contextFromTraceparent(task.traceParent ?? '');
+  const parent = parentOf(task, dispatched);
   const attributes = {
     [ATTR_TASK_ID]: task.id,
     [ATTR_TENANT]: task.tenantId,
@@ -90,4 +85,53 @@ export function recordTaskStarted(span: Span, step: StepRecord): void {
     [ATTR_TASK_STATUS_TO]: 'running',
     [ATTR_STEP]: step.name,
   });
+}
+
+/** A span of the executor that applied a task's `complete` transition (see {@link recordTaskCompleted}). */
+export const SPAN_COMPLETE_TASK = 'sluice.executor.complete_task';
+
+/**
+ * Records that the step's outcome completed its task (`complete`: `running` → `succeeded`): the
+ * executor's outcome write applies the usual completion itself (`recordStepOutcomes`), so no
+ * scheduler span records it. A short span of its own beside the step's (which has ended by then),
+ * with the transition as its event, as the scheduler's `apply_outcome` span carries the transitions
+ * it applies.
+ */
+export function recordTaskCompleted(
+  task: TaskRecord,
+  step: StepRecord,
+  dispatched?: Context,
+): void {
+  const tracer = trace.getTracer('@sluice/executor');
+  const span = tracer.startSpan(
+    SPAN_COMPLETE_TASK,
+    {
+      attributes: {
+        [ATTR_TASK_ID]: task.id,
+        [ATTR_TENANT]: task.tenantId,
+        [ATTR_TASK_TYPE]: task.type,
+        [ATTR_STEP]: step.name,
+        [ATTR_RESOURCE]: step.resource,
+      },
+    },
+    parentOf(task, dispatched),
+  );
+  span.addEvent(EVENT_TASK_TRANSITION, {
+    [ATTR_TASK_EVENT]: 'complete',
+    [ATTR_TASK_STATUS_FROM]: 'running',
+    [ATTR_TASK_STATUS_TO]: 'succeeded',
+    [ATTR_STEP]: step.name,
+  });
+  span.end();
+}
+
+/**
+ * The parent of the executor's spans of a step: the dispatch's span when its message named one,
+ * else the span that created the task. A task created without a trace has no parent: a malformed
+ * (here empty) traceparent gives a context without one, so the step starts a trace of its own.
+ */
+function parentOf(task: TaskRecord, dispatched: Context | undefined): Context {
+  return dispatched !== undefined && trace.getSpanContext(dispatched) !== undefined
+    ? dispatched
+    : contextFromTraceparent(task.traceParent ?? '');
 }

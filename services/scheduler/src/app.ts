@@ -56,6 +56,7 @@ import { applyOutcomeBatch } from './outcome-applier.js';
 import { createReconciler } from './reconciler.js';
 import { retryBudgetConfigOf } from './retry-budget-config.js';
 import { createRetryBudgetLedger } from './retry-budget-ledger.js';
+import { STEP_RESULT_QUEUE, stepResultOf } from './step-results.js';
 import { startRetention } from './retention.js';
 import { refreshQueueTableStatistics } from './table-statistics.js';
 import { settleBatch } from './settler.js';
@@ -323,10 +324,15 @@ export async function startScheduler(
       }),
       // A recorded outcome also ended a step in flight: its slot is free, so a step kept back by
       // a limit may be admitted now rather than at the next poll — if the last pass left any
-      // (freed-slots.ts).
+      // (freed-slots.ts). One replica of the group hears each (step-results.ts).
       nc.subscribe(catalog.subjects.stepResult, {
-        callback: () => {
-          applier.wake();
+        queue: STEP_RESULT_QUEUE,
+        callback: (error, message) => {
+          const result = error
+            ? { toApply: true }
+            : stepResultOf(message.subject, message.data, logger);
+          if (result.completedOn !== undefined) retryBudget.recordAttempt(result.completedOn);
+          if (result.toApply) applier.wake();
           if (freedSlots.slotFreed()) dispatcher.wake();
         },
       }),

@@ -103,6 +103,8 @@ describe('batch statements on a table of thousands of tasks', () => {
       recordStepOutcomes(executor, [{ ref: ref(), outcome: { type: 'complete', output: {} } }]),
     );
     assert.doesNotMatch(plan, /Seq Scan on tasks/, plan);
+    // The steps by their (task, seq) key, with the task's lock joined in (usual completion).
+    assert.doesNotMatch(plan, /Seq Scan on task_steps/, plan);
   });
 
   it('batched transitions update their tasks through the primary key', async () => {

@@ -1,18 +1,25 @@
 /**
  * Recording step outcomes against the real Postgres: one statement for many steps (the executor's
- * group commit), each with its event in its task's sequence, stale dispatches left alone.
+ * group commit), each with its event in its task's sequence, stale dispatches left alone, and the
+ * usual completion applied in the same statement exactly as the scheduler's outcome pass applies it.
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { and, eq } from 'drizzle-orm';
 import type { StepOutcome } from '@sluice/core';
 import type { DatabaseHandle } from '../client.js';
-import { taskSteps } from '../schema.js';
+import { taskSteps, tasks } from '../schema.js';
+import { applyLockedTransitions } from '../transition.js';
 import { openTaskTypeDatabase, type TaskTypeDatabase } from '../testing/index.js';
 import { appendTaskEvent } from './events.js';
-import { recordStepOutcome, recordStepOutcomes, type StepDispatchRef } from './steps.js';
+import {
+  markOutcomesApplied,
+  recordStepOutcome,
+  recordStepOutcomes,
+  type StepDispatchRef,
+} from './steps.js';
 import type { TaskTypeManifest } from './task-types.js';
-import { createTask, listTaskEvents } from './tasks.js';
+import { createTask, listTaskEvents, lockTask } from './tasks.js';
 
 const manifest: TaskTypeManifest = {
   name: 'outcomes-test',
@@ -91,7 +98,8 @@ describe('recordStepOutcomes', () => {
       { ref: ref(fanned, 1), outcome: done('a') },
       { ref: ref(fanned, 3), outcome: { type: 'cancelled' } },
     ]);
-    assert.deepEqual(recorded, [true, true, true, true]);
+    // The task is still queued (nothing started it here): no outcome completes it.
+    assert.deepEqual(recorded, ['recorded', 'recorded', 'recorded', 'recorded']);
 
     assert.equal((await stepRow(fanned, 1))?.status, 'succeeded');
     assert.deepEqual((await stepRow(fanned, 2))?.outcome, done('b'));
@@ -137,11 +145,152 @@ describe('recordStepOutcomes', () => {
       { ref: { taskId, seq: 2, dispatch: 2 }, outcome: done('other') }, // another dispatch's
       { ref: { taskId, seq: 2, dispatch: 1 }, outcome: done('second') },
     ]);
-    assert.deepEqual(recorded, [false, false, true]);
+    assert.deepEqual(recorded, ['stale', 'stale', 'recorded']);
     assert.deepEqual((await stepRow(taskId, 1))?.outcome, done('first'));
     assert.deepEqual((await stepRow(taskId, 2))?.outcome, done('second'));
     const types = (await listTaskEvents(handle.db, taskId, 0)).map((e) => `${e.seq}:${e.type}`);
     assert.deepEqual(types, ['1:create', '2:step_succeeded', '3:step_succeeded']);
     assert.deepEqual(await recordStepOutcomes(handle.db, []), []);
+  });
+});
+
+/** A task that runs its first step under dispatch 1, as the executor's start leaves it. */
+async function startedTask(): Promise<string> {
+  const taskId = await runningTask();
+  await handle.db
+    .update(tasks)
+    .set({ status: 'running', currentStep: 'work', progress: 0.5, progressMessage: 'half' })
+    .where(eq(tasks.id, taskId));
+  return taskId;
+}
+
+/** What a completion wrote, without what differs between two tasks by nature. */
+async function written(taskId: string) {
+  const [task] = await handle.db.select().from(tasks).where(eq(tasks.id, taskId));
+  const step = await stepRow(taskId, 1);
+  assert.ok(task && step);
+  const { id: _id, createdAt: _c, updatedAt: _u, finishedAt, traceId: _t, ...rest } = task;
+  const { traceParent: _p, startedAt: _s, ...columns } = rest;
+  const events = await listTaskEvents(handle.db, taskId, 0);
+  return {
+    columns,
+    finishedAt: finishedAt !== null,
+    step: {
+      status: step.status,
+      outcome: step.outcome,
+      finished: step.finishedAt !== null,
+      applied: step.outcomeAppliedAt !== null,
+    },
+    events: events.map(({ seq, type, fromStatus, toStatus, step, data }) => ({
+      seq,
+      type,
+      fromStatus,
+      toStatus,
+      step,
+      data,
+    })),
+  };
+}
+
+describe('the usual completion', () => {
+  const ref = (taskId: string): StepDispatchRef => ({ taskId, seq: 1, dispatch: 1 });
+
+  for (const output of [{ answer: 42 }, null, 'text']) {
+    it(`completes the task as the scheduler's pass would (output ${JSON.stringify(output)})`, async () => {
+      const here = await startedTask();
+      const twin = await startedTask();
+      const outcome: StepOutcome = { type: 'complete', output };
+
+      assert.deepEqual(await recordStepOutcomes(handle.db, [{ ref: ref(here), outcome }]), [
+        'completed',
+      ]);
+      // The twin the old way: recorded while a flag keeps it for the scheduler, then applied as
+      // the outcome pass applies a completion (outcome-applier.ts: `completion`).
+      await handle.db.update(tasks).set({ pauseRequested: true }).where(eq(tasks.id, twin));
+      assert.deepEqual(await recordStepOutcomes(handle.db, [{ ref: ref(twin), outcome }]), [
+        'recorded',
+      ]);
+      await handle.db.update(tasks).set({ pauseRequested: false }).where(eq(tasks.id, twin));
+      await handle.db.transaction(async (tx) => {
+        const locked = await lockTask(tx, twin);
+        assert.ok(locked);
+        const [result] = await applyLockedTransitions(tx, [
+          {
+            taskId: twin,
+            step: 'work',
+            event: { type: 'complete' },
+            patch: { currentStep: null, output, error: null },
+            locked,
+          },
+        ]);
+        assert.equal(result?.ok, true);
+        const step = await stepRow(twin, 1);
+        await markOutcomesApplied(tx, [step?.id ?? 0]);
+      });
+
+      const mine = await written(here);
+      assert.deepEqual(mine, await written(twin));
+      assert.equal(mine.columns.status, 'succeeded');
+      assert.deepEqual(mine.columns.output, output);
+      assert.equal(mine.step.applied, true);
+      assert.deepEqual(
+        mine.events.map((e) => `${e.seq}:${e.type}`),
+        ['1:create', '2:step_succeeded', '3:complete'],
+      );
+    });
+  }
+
+  it('leaves every other outcome to the scheduler', async () => {
+    const cancelling = await startedTask();
+    await handle.db.update(tasks).set({ cancelRequested: true }).where(eq(tasks.id, cancelling));
+    const failing = await startedTask();
+    const branch = await startedTask();
+    await handle.db
+      .update(taskSteps)
+      .set({ fanOutOf: 0, branchIndex: 0 })
+      .where(eq(taskSteps.taskId, branch));
+    const twoSteps = await runningTask(1);
+    await handle.db.update(tasks).set({ status: 'running' }).where(eq(tasks.id, twoSteps));
+    const usual = await startedTask();
+
+    const recorded = await recordStepOutcomes(handle.db, [
+      { ref: ref(cancelling), outcome: done('late') },
+      { ref: ref(failing), outcome: failed },
+      { ref: ref(branch), outcome: done('branch') },
+      { ref: ref(twoSteps), outcome: done('one') },
+      { ref: { taskId: twoSteps, seq: 2, dispatch: 1 }, outcome: done('two') },
+      { ref: ref(usual), outcome: done('usual') }, // beside the others, completed all the same
+      { ref: ref(usual), outcome: done('again') }, // the same dispatch twice: stale
+    ]);
+    // `usual` appears twice in the input, so even it is left to the scheduler: a task's completion
+    // must be its only outcome of the statement.
+    assert.deepEqual(recorded, [
+      'recorded',
+      'recorded',
+      'recorded',
+      'recorded',
+      'recorded',
+      'recorded',
+      'stale',
+    ]);
+    for (const taskId of [cancelling, failing, branch, twoSteps, usual]) {
+      const [task] = await handle.db.select().from(tasks).where(eq(tasks.id, taskId));
+      assert.equal(task?.status, 'running', taskId);
+      assert.equal((await stepRow(taskId, 1))?.outcomeAppliedAt, null, taskId);
+    }
+
+    const alone = await startedTask();
+    const beside = await startedTask();
+    assert.deepEqual(
+      await recordStepOutcomes(handle.db, [
+        { ref: ref(alone), outcome: done('a') },
+        { ref: ref(beside), outcome: failed },
+      ]),
+      ['completed', 'recorded'],
+    );
+    const events = (await listTaskEvents(handle.db, alone, 0)).map((e) => `${e.seq}:${e.type}`);
+    assert.deepEqual(events, ['1:create', '2:step_succeeded', '3:complete']);
+    // The task's next event follows its completion.
+    assert.equal(await appendTaskEvent(handle.db, { taskId: alone, type: 'note' }), 4);
   });
 });

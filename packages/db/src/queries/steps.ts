@@ -3,7 +3,13 @@
  * writes, and the scheduler's reading of recorded outcomes.
  */
 import { and, eq, inArray, sql, type SQL } from 'drizzle-orm';
-import type { Json, Priority, StepOutcome } from '@sluice/core';
+import {
+  decideTransition,
+  type Json,
+  type Priority,
+  type StepOutcome,
+  type TaskMachineState,
+} from '@sluice/core';
 import type { Executor, Transaction } from '../client.js';
 import type { KeptConnection } from '../kept-connection.js';
 import { rowsOf } from '../one-write.js';
@@ -631,25 +637,62 @@ export async function recordStepOutcome(
   outcome: StepOutcome,
 ): Promise<boolean> {
   const [recorded] = await recordStepOutcomes(executor, [{ ref, outcome }]);
-  return recorded === true;
+  return recorded !== 'stale';
 }
+
+/**
+ * What {@link recordStepOutcomes} did with one outcome:
+ * - `completed`: recorded, and it completed its task at once (the usual completion, below);
+ * - `recorded`: recorded, for the scheduler's outcome pass to apply;
+ * - `stale`: nothing, the dispatch is stale (see {@link recordStepOutcome}).
+ */
+export type OutcomeRecording = 'completed' | 'recorded' | 'stale';
+
+/** The table's answer for completing a running task with no flags: the state it moves to. */
+const COMPLETED = (() => {
+  const running: TaskMachineState = {
+    status: 'running',
+    cancelRequested: false,
+    pauseRequested: false,
+    approvalPending: false,
+  };
+  const decision = decideTransition(running, { type: 'complete' });
+  if (!decision.ok) throw new Error(`the transition table refuses to complete a running task`);
+  const { to } = decision;
+  if (to.cancelRequested || to.pauseRequested || to.approvalPending) {
+    throw new Error(`the transition table completes a task with flags set`);
+  }
+  return { status: to.status, attemptIncrement: decision.attemptIncrement };
+})();
 
 /**
  * Records the outcomes of running steps, each with its `step_<status>` event, in one statement
  * (data-modifying CTEs) that commits on its own without a transaction around it: one round trip
  * and one commit for all of them, where each took an update, an event append and their
- * transaction (the executor's group commit). Says, in order, which were recorded (false: a stale
- * dispatch, see {@link recordStepOutcome}).
+ * transaction (the executor's group commit). Says, in order, what it did with each
+ * ({@link OutcomeRecording}).
+ *
+ * The usual completion — the most common outcome of all, the last step of a task succeeded — is
+ * applied here too, so that it costs no pass of the scheduler: a `complete` outcome of a step
+ * outside any fan-out branch, the only outcome of its task in the statement, of a task that runs
+ * with no cancel, pause or approval pending. The task takes the table's `complete` transition
+ * (state, output, its event right after the step's) exactly as the scheduler's outcome pass would
+ * write it (`applyLockedTransitions`; a test compares the two on twin tasks), and the outcome is
+ * marked applied. Every other outcome waits for the scheduler, as before.
  *
  * The task rows are locked first, in id order, as every writer locks a task before its steps and
  * as two such statements must to never wait for each other in a circle; then the step rows change,
- * and each task's event sequence moves on by the number of its outcomes recorded.
+ * and each task's event sequence moves on by the number of its events.
  */
 export async function recordStepOutcomes(
   executor: Executor,
   outcomes: readonly OutcomeToRecord[],
-): Promise<boolean[]> {
+): Promise<OutcomeRecording[]> {
   if (outcomes.length === 0) return [];
+  const outcomesOfTask = new Map<string, number>();
+  for (const { ref } of outcomes) {
+    outcomesOfTask.set(ref.taskId, (outcomesOfTask.get(ref.taskId) ?? 0) + 1);
+  }
   const input = outcomes.map(({ ref, outcome }, ord) => {
     const status = outcomeStatus(outcome);
     return {
@@ -659,43 +702,83 @@ export async function recordStepOutcomes(
       dispatch: ref.dispatch,
       status,
       outcome,
+      // Whether this outcome may complete its task here; the statement checks the rest.
+      completes: outcome.type === 'complete' && outcomesOfTask.get(ref.taskId) === 1,
       data: {
         seq: ref.seq,
         ...(outcome.type === 'failed' ? { error: outcome.error.message } : {}),
       },
     };
   });
-  const rows = await executor.execute<{ ord: number }>(sql`
+  const rows = await executor.execute<{ ord: number; completed: boolean }>(sql`
     with input as (
       select * from jsonb_to_recordset(${JSON.stringify(input)}::jsonb)
-        as i(ord int, task_id uuid, seq int, dispatch int, status text, outcome jsonb, data jsonb)
+        as i(ord int, task_id uuid, seq int, dispatch int, status text, outcome jsonb,
+             completes boolean, data jsonb)
     ), locked as materialized (
-      select id from tasks where id = any(${inputTaskIds}) order by id for update
+      select id, status, cancel_requested, pause_requested, approval_pending
+      from tasks where id = any(${inputTaskIds}) order by id for update
+    ), entering as (
+      -- Whether the outcome may complete its task: the task runs with no flag set (the step's
+      -- side is checked by the update: not a branch).
+      select i.*, i.completes and l.status = 'running' and not l.cancel_requested
+                  and not l.pause_requested and not l.approval_pending as may_complete
+      from input i join locked l on l.id = i.task_id
     ), finished as (
       update task_steps s
-      set status = i.status, outcome = i.outcome, outcome_applied_at = null, finished_at = now()
-      from input i
-      where (select count(*) from locked) >= 0
-        and s.task_id = i.task_id and s.seq = i.seq and s.dispatch_count = i.dispatch
+      set status = i.status, outcome = i.outcome, finished_at = now(),
+          outcome_applied_at = case when i.may_complete and s.fan_out_of is null then now() end
+      from entering i
+      where s.task_id = i.task_id and s.seq = i.seq and s.dispatch_count = i.dispatch
         and s.status = 'running'
-      returning s.task_id, s.name, i.ord, i.status, i.data
+      returning s.task_id, s.name, i.ord, i.status, i.data,
+                i.may_complete and s.fan_out_of is null as completes,
+                nullif(i.outcome -> 'output', 'null'::jsonb) as output
+    ), per_task as (
+      -- A completion is its task's only outcome here (input.completes says so).
+      select task_id, count(*)::int as recorded, bool_or(completes) as completes,
+             (array_agg(output) filter (where completes))[1] as output
+      from finished
+      group by task_id
     ), bumped as (
+      -- The completion's columns as applyLockedTransitions sets them for a 'complete' (keep the
+      -- two in step).
       update tasks t
-      set last_event_seq = t.last_event_seq + f.recorded, updated_at = now()
-      from (select task_id, count(*)::int as recorded from finished group by task_id) f
+      set last_event_seq = t.last_event_seq + f.recorded + case when f.completes then 1 else 0 end,
+          updated_at = now(),
+          status = case when f.completes then ${COMPLETED.status}::text else t.status end,
+          version = t.version + case when f.completes then 1 else 0 end,
+          attempt = t.attempt + case when f.completes then ${COMPLETED.attemptIncrement}::int else 0 end,
+          finished_at = case when f.completes then now() else t.finished_at end,
+          current_step = case when f.completes then null else t.current_step end,
+          progress = case when f.completes then 0 else t.progress end,
+          progress_message = case when f.completes then '' else t.progress_message end,
+          error = case when f.completes then null else t.error end,
+          output = case when f.completes then f.output else t.output end
+      from per_task f
       where t.id = f.task_id
-      returning t.id, t.tenant_id, t.last_event_seq
+      returning t.id, t.tenant_id, t.last_event_seq, f.completes
     ), appended as (
-      insert into task_events (task_id, tenant_id, seq, type, step, data)
+      insert into task_events (task_id, tenant_id, seq, type, from_status, to_status, step, data)
       select f.task_id, b.tenant_id,
-             b.last_event_seq - count(*) over (partition by f.task_id)
+             b.last_event_seq - case when b.completes then 1 else 0 end
+               - count(*) over (partition by f.task_id)
                + row_number() over (partition by f.task_id order by f.ord),
-             'step_' || f.status, f.name, f.data
+             'step_' || f.status, null, null, f.name, f.data
       from finished f join bumped b on b.id = f.task_id
+      union all
+      -- The task's completion, right after its step's event.
+      select f.task_id, b.tenant_id, b.last_event_seq, 'complete', 'running',
+             ${COMPLETED.status}::text, f.name, null
+      from finished f join bumped b on b.id = f.task_id
+      where f.completes
     )
-    select ord from finished`);
-  const recorded = new Set(rows.map((row) => Number(row.ord)));
-  return outcomes.map((_, ord) => recorded.has(ord));
+    select ord, completes as completed from finished`);
+  const recorded = new Map(rows.map((row) => [Number(row.ord), row.completed]));
+  return outcomes.map((_, ord) => {
+    const completed = recorded.get(ord);
+    return completed === undefined ? 'stale' : completed ? 'completed' : 'recorded';
+  });
 }
 
 function outcomeStatus(outcome: StepOutcome): 'failed' | 'cancelled' | 'succeeded' {

@@ -1,0 +1,42 @@
+/**
+ * What a `step.result` message (an executor recorded a step's outcome) asks of the scheduler.
+ *
+ * A recorded outcome waits for the outcome pass; one whose write completed its task too (the usual
+ * completion, `recordStepOutcomes`) leaves the pass nothing to do, so it does not wake it (an empty
+ * pass still costs a transaction), and its attempt is counted in the resource's retry budget here,
+ * since no pass of this replica will count it. Either way the step left the in-flight count, so its
+ * slot is free (freed-slots.ts).
+ *
+ * The scheduler replicas share the result subject as one queue group: each result reaches one of
+ * them, so each counts about its share of the completed attempts, as each applies about its share
+ * of the other outcomes (retry-budget-ledger.ts), and one pass, not one per replica, answers it.
+ */
+import { decodeMessageOf } from '@sluice/bus';
+import type { Logger } from '@sluice/telemetry';
+
+/** The queue group the scheduler replicas subscribe to the result subject in. */
+export const STEP_RESULT_QUEUE = 'scheduler';
+
+/** What a step result asks for. */
+export interface StepResultNotice {
+  /** The outcome waits for the outcome pass. */
+  readonly toApply: boolean;
+  /** The resource whose attempt to count in the retry budget (an outcome applied by its write). */
+  readonly completedOn?: string;
+}
+
+/**
+ * Reads a `step.result` message. A malformed one is logged and read as an outcome to apply, so
+ * the outcome pass looks: no wake-up is lost to a bad payload.
+ */
+export function stepResultOf(subject: string, data: Uint8Array, log: Logger): StepResultNotice {
+  try {
+    const { completed } = decodeMessageOf('step.result', subject, data);
+    return completed === undefined
+      ? { toApply: true }
+      : { toApply: false, completedOn: completed.resource };
+  } catch (error) {
+    log.warn({ err: error, subject }, 'malformed step result; the outcome pass looks anyway');
+    return { toApply: true };
+  }
+}
