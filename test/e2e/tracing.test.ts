@@ -490,5 +490,15 @@ describe('the trace of a task', () => {
     assert.ok(expected.includes('"fail_retryable"→"failed_retryable"'), expected.join(', '));
     assert.ok(expected.includes('"await_approval"→"waiting_approval"'), expected.join(', '));
     assert.deepEqual(transitions(spans), expected);
+    // The last step's success completed the task in the executor's outcome write, so the executor
+    // recorded that transition (decisions.md: the usual completion).
+    const completion = spans.find(
+      (s) =>
+        s.traceId === traceId &&
+        s.events.some(
+          (e) => e.name === EVENT_TASK_TRANSITION && e.attributes[ATTR_TASK_EVENT] === 'complete',
+        ),
+    );
+    assert.equal(completion?.name, 'sluice.executor.complete_task');
   });
 });

@@ -159,10 +159,9 @@ async function runStep(
     deps.outcomes.write({ ref, outcome }),
   );
   // The usual completion was applied by the write itself: the task's `complete` goes on its trace
-  // here, as the scheduler records the transitions it applies.
-  if (recording === 'completed') {
-    recordTaskCompleted(task, step, extractTraceContext(message.headers, ROOT_CONTEXT));
-  }
+  // here, as the scheduler records the transitions it applies (the dispatch's context is active
+  // for the whole run, see runDispatchedStep).
+  if (recording === 'completed') recordTaskCompleted(task, step, context.active());
   const recorded = recording !== 'stale';
   deps.metrics.stepsFinished.inc({ resource: deps.resource, outcome: outcome.type });
   deps.onOutcome?.(outcome);
