@@ -9,10 +9,10 @@ import { eq } from 'drizzle-orm';
 import type { TaskStatus } from '@sluice/core';
 import type { DatabaseHandle } from './client.js';
 import { tasks } from './schema.js';
-import { openTaskTypeDatabase, type TaskTypeDatabase } from './testing/index.js';
+import { eventsAsWritten, openTaskTypeDatabase, type TaskTypeDatabase } from './testing/index.js';
 import { applyLockedTransitions, applyTransition, type TransitionRequest } from './transition.js';
 import type { TaskTypeManifest } from './queries/task-types.js';
-import { createTask, listTaskEvents, lockTasks, type TaskRecord } from './queries/tasks.js';
+import { createTask, lockTasks, type TaskRecord } from './queries/tasks.js';
 
 const manifest: TaskTypeManifest = {
   name: 'locked-transitions-test',
@@ -65,7 +65,6 @@ async function taskIn(status: TaskStatus): Promise<string> {
 async function written(taskId: string) {
   const [row] = await handle.db.select().from(tasks).where(eq(tasks.id, taskId));
   assert.ok(row);
-  const events = await listTaskEvents(handle.db, taskId, 0);
   const { id: _id, createdAt: _c, updatedAt, startedAt, finishedAt, traceId: _t, ...rest } = row;
   const { traceParent: _p, ...columns } = rest;
   return {
@@ -73,14 +72,7 @@ async function written(taskId: string) {
     updatedAt: updatedAt.getTime() > 0,
     startedAt: startedAt !== null,
     finishedAt: finishedAt !== null,
-    events: events.map(({ seq, type, fromStatus, toStatus, step, data }) => ({
-      seq,
-      type,
-      fromStatus,
-      toStatus,
-      step,
-      data,
-    })),
+    events: await eventsAsWritten(handle.db, taskId),
   };
 }
 

@@ -10,7 +10,7 @@ import type { StepOutcome } from '@sluice/core';
 import type { DatabaseHandle } from '../client.js';
 import { taskSteps, tasks } from '../schema.js';
 import { applyLockedTransitions } from '../transition.js';
-import { openTaskTypeDatabase, type TaskTypeDatabase } from '../testing/index.js';
+import { eventsAsWritten, openTaskTypeDatabase, type TaskTypeDatabase } from '../testing/index.js';
 import { appendTaskEvent } from './events.js';
 import {
   markOutcomesApplied,
@@ -171,7 +171,6 @@ async function written(taskId: string) {
   assert.ok(task && step);
   const { id: _id, createdAt: _c, updatedAt: _u, finishedAt, traceId: _t, ...rest } = task;
   const { traceParent: _p, startedAt: _s, ...columns } = rest;
-  const events = await listTaskEvents(handle.db, taskId, 0);
   return {
     columns,
     finishedAt: finishedAt !== null,
@@ -181,14 +180,7 @@ async function written(taskId: string) {
       finished: step.finishedAt !== null,
       applied: step.outcomeAppliedAt !== null,
     },
-    events: events.map(({ seq, type, fromStatus, toStatus, step, data }) => ({
-      seq,
-      type,
-      fromStatus,
-      toStatus,
-      step,
-      data,
-    })),
+    events: await eventsAsWritten(handle.db, taskId),
   };
 }
 
