@@ -28,7 +28,7 @@ const samples: BusMessage[] = [
     resource: 'tool:http',
   },
   { type: 'step.result', task_id: TASK, step_seq: 4 },
-  { type: 'step.result', task_id: TASK, step_seq: 1, completed: { resource: 'tool:http' } },
+  { type: 'step.result', task_id: TASK, step_seq: 1, applied: { resource: 'tool:http' } },
   { type: 'wake', reason: 'task.created' },
   { type: 'task.cancel', task_id: TASK },
   {
@@ -142,9 +142,9 @@ describe('message codec', () => {
         { type: 'wake', reason: 'r', step: { priority: 0, resource: 'llm', dispatched: 1 } },
         /dispatched/,
       ],
-      [{ type: 'step.result', task_id: TASK, step_seq: 1, completed: true }, /completed/],
+      [{ type: 'step.result', task_id: TASK, step_seq: 1, applied: true }, /applied/],
       [
-        { type: 'step.result', task_id: TASK, step_seq: 1, completed: { resource: 'a.b' } },
+        { type: 'step.result', task_id: TASK, step_seq: 1, applied: { resource: 'a.b' } },
         /resource/,
       ],
       [{ type: 'task.cancel', task_id: '>' }, /task_id/],

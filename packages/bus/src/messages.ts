@@ -29,11 +29,11 @@ export interface StepResult {
   readonly task_id: string;
   readonly step_seq: number;
   /**
-   * The executor's write applied the outcome too (the usual completion: the task succeeded), so
-   * the scheduler's outcome pass has nothing to do for it; `resource`, the step's, is where the
+   * The executor's write applied the outcome too (the usual completion or continuation), so the
+   * scheduler's outcome pass has nothing to do for it; `resource`, the step's, is where the
    * scheduler counts the attempt in its retry budget.
    */
-  readonly completed?: { readonly resource: string };
+  readonly applied?: { readonly resource: string };
 }
 
 /** Something changed; the receiver should look at Postgres now rather than at its next poll. */
@@ -194,7 +194,7 @@ function readyStepField(obj: Fields, field: string): NonNullable<Wake['step']> {
   return { ...ready, dispatched: true };
 }
 
-function completedField(obj: Fields, field: string): { resource: string } {
+function appliedField(obj: Fields, field: string): { resource: string } {
   const v = obj[field];
   if (typeof v !== 'object' || v === null || Array.isArray(v)) {
     throw new Invalid(`${field} must be an object`);
@@ -222,9 +222,9 @@ function validate(obj: Fields): BusMessage {
         task_id: nameField(obj, 'task_id', taskIdTokenProblem),
         step_seq: intField(obj, 'step_seq', 0),
       };
-      return obj.completed === undefined
+      return obj.applied === undefined
         ? result
-        : { ...result, completed: completedField(obj, 'completed') };
+        : { ...result, applied: appliedField(obj, 'applied') };
     }
     case 'wake':
       return obj.step === undefined

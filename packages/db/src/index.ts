@@ -156,6 +156,7 @@ export type {
   StepDispatchRef,
   OutcomeToRecord,
   OutcomeRecording,
+  ReadyStepRef,
   StepRecord,
   TaskToSettle,
   WaitingRetry,

@@ -29,6 +29,7 @@ import {
   type Database,
   type GroupWriter,
   type OutcomeRecording,
+  type ReadyStepRef,
   type OutcomeToRecord,
   type StepDispatchRef,
   type StepRecord,
@@ -43,7 +44,12 @@ import { createLlmClient, type LlmClientOptions } from './llm-client.js';
 import type { LlmGate } from './llm-gate.js';
 import { createProgressReporter } from './progress-reporter.js';
 import { buildStepContext, type StepHistory } from './step-context.js';
-import { recordTaskCompleted, recordTaskStarted, runInStepSpan } from './step-span.js';
+import {
+  recordTaskCompleted,
+  recordTaskContinued,
+  recordTaskStarted,
+  runInStepSpan,
+} from './step-span.js';
 import type { TaskRegistry } from './task-registry.js';
 
 /** What the runner needs from its executor. */
@@ -67,8 +73,8 @@ export interface StepRunnerDeps {
   readonly starts: GroupWriter<StepDispatchRef, UsualStart | undefined>;
   /**
    * Writes outcomes (`recordStepOutcomes`), several in one commit when they finish together
-   * (group commit); answers what it did: recorded, recorded and its task completed, or nothing
-   * (a stale dispatch).
+   * (group commit); answers what it did: recorded, recorded and applied (its task completed or
+   * continued), or nothing (a stale dispatch).
    */
   readonly outcomes: GroupWriter<OutcomeToRecord, OutcomeRecording>;
   /** The executor's one LLM gate (adaptive concurrency, request and token budgets). */
@@ -158,19 +164,22 @@ async function runStep(
   const recording = await withDatabaseSpan(deps.db, RECORD_OUTCOME, () =>
     deps.outcomes.write({ ref, outcome }),
   );
-  // The usual completion was applied by the write itself: the task's `complete` goes on its trace
-  // here, as the scheduler records the transitions it applies (the dispatch's context is active
-  // for the whole run, see runDispatchedStep).
-  if (recording === 'completed') recordTaskCompleted(task, step, context.active());
-  const recorded = recording !== 'stale';
+  // The usual completion or continuation was applied by the write itself: the task's transition
+  // goes on its trace here, as the scheduler records the transitions it applies (the dispatch's
+  // context is active for the whole run, see runDispatchedStep).
+  if (recording.kind === 'completed') recordTaskCompleted(task, step, context.active());
+  if (recording.kind === 'continued') recordTaskContinued(task, step, context.active());
+  const recorded = recording.kind !== 'stale';
   deps.metrics.stepsFinished.inc({ resource: deps.resource, outcome: outcome.type });
   deps.onOutcome?.(outcome);
   // Not a confirmed ack (`ackAck`, a round trip to the server): what the step did is in Postgres
   // already, so an ack that gets lost only brings the message back, and its start finds the
   // dispatch finished ('stale') and acknowledges it then.
   message.ack();
-  if (recorded) wakeScheduler(deps, ref, recording === 'completed');
-  log.info({ step: step.name, outcome: outcome.type, recording }, 'step finished');
+  // The next step is ready: the dispatcher's wake-up, as for a created task's first step.
+  if (recording.kind === 'continued') wakeDispatcher(deps, recording.next);
+  if (recorded) wakeScheduler(deps, ref, recording.kind !== 'recorded');
+  log.info({ step: step.name, outcome: outcome.type, recording: recording.kind }, 'step finished');
 }
 
 /**
@@ -424,17 +433,29 @@ function startHeartbeat(
 
 /**
  * Tells the scheduler an outcome is recorded (a wake-up; it also polls, so a loss only delays).
- * `taskCompleted`: the write applied it too (the usual completion), so the outcome pass has nothing
- * to do for it; the scheduler still counts the attempt in the resource's retry budget.
+ * `applied`: the write applied it too (the usual completion or continuation), so the outcome pass
+ * has nothing to do for it; the scheduler still counts the attempt in the resource's retry budget.
  */
-function wakeScheduler(deps: StepRunnerDeps, ref: StepDispatchRef, taskCompleted = false): void {
+function wakeScheduler(deps: StepRunnerDeps, ref: StepDispatchRef, applied = false): void {
   deps.nc.publish(
     deps.catalog.subjects.stepResult,
     encodeMessage({
       type: 'step.result',
       task_id: ref.taskId,
       step_seq: ref.seq,
-      ...(taskCompleted ? { completed: { resource: deps.resource } } : {}),
+      ...(applied ? { applied: { resource: deps.resource } } : {}),
+    }),
+  );
+}
+
+/** Tells the dispatcher a step is ready (a wake-up; it also polls, so a loss only delays). */
+function wakeDispatcher(deps: StepRunnerDeps, next: ReadyStepRef): void {
+  deps.nc.publish(
+    deps.catalog.subjects.wake('dispatch'),
+    encodeMessage({
+      type: 'wake',
+      reason: 'step.continued',
+      step: { resource: next.resource, priority: next.priority },
     }),
   );
 }

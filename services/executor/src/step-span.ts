@@ -89,6 +89,8 @@ export function recordTaskStarted(span: Span, step: StepRecord): void {
 
 /** A span of the executor that applied a task's `complete` transition (see {@link recordTaskCompleted}). */
 export const SPAN_COMPLETE_TASK = 'sluice.executor.complete_task';
+/** A span of the executor that applied a task's `continue` transition (see {@link recordTaskContinued}). */
+export const SPAN_CONTINUE_TASK = 'sluice.executor.continue_task';
 
 /**
  * Records that the step's outcome completed its task (`complete`: `running` → `succeeded`): the
@@ -102,9 +104,34 @@ export function recordTaskCompleted(
   step: StepRecord,
   dispatched?: Context,
 ): void {
+  recordAppliedTransition(SPAN_COMPLETE_TASK, task, step, dispatched, 'complete', 'succeeded');
+}
+
+/**
+ * Records that the step's outcome continued its task with its next step (`continue`: `running` →
+ * `running`), applied by the executor's outcome write as {@link recordTaskCompleted} records a
+ * completion.
+ */
+export function recordTaskContinued(
+  task: TaskRecord,
+  step: StepRecord,
+  dispatched?: Context,
+): void {
+  recordAppliedTransition(SPAN_CONTINUE_TASK, task, step, dispatched, 'continue', 'running');
+}
+
+/** A short span in the step's trace carrying the transition the executor applied, as its event. */
+function recordAppliedTransition(
+  name: string,
+  task: TaskRecord,
+  step: StepRecord,
+  dispatched: Context | undefined,
+  event: string,
+  toStatus: string,
+): void {
   const tracer = trace.getTracer('@sluice/executor');
   const span = tracer.startSpan(
-    SPAN_COMPLETE_TASK,
+    name,
     {
       attributes: {
         [ATTR_TASK_ID]: task.id,
@@ -116,10 +143,11 @@ export function recordTaskCompleted(
     },
     parentOf(task, dispatched),
   );
+  // As the scheduler records a transition: the step is the one whose outcome it applies.
   span.addEvent(EVENT_TASK_TRANSITION, {
-    [ATTR_TASK_EVENT]: 'complete',
+    [ATTR_TASK_EVENT]: event,
     [ATTR_TASK_STATUS_FROM]: 'running',
-    [ATTR_TASK_STATUS_TO]: 'succeeded',
+    [ATTR_TASK_STATUS_TO]: toStatus,
     [ATTR_STEP]: step.name,
   });
   span.end();

@@ -331,7 +331,7 @@ export async function startScheduler(
           const result = error
             ? { toApply: true }
             : stepResultOf(message.subject, message.data, logger);
-          if (result.completedOn !== undefined) retryBudget.recordAttempt(result.completedOn);
+          if (result.appliedOn !== undefined) retryBudget.recordAttempt(result.appliedOn);
           if (result.toApply) applier.wake();
           if (freedSlots.slotFreed()) dispatcher.wake();
         },

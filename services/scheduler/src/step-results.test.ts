@@ -1,5 +1,5 @@
 /**
- * Reading step results: a completed task's result counts its attempt and asks for no outcome pass;
+ * Reading step results: an outcome the executor applied counts its attempt and asks for no pass;
  * any other (and a malformed one) asks for the pass.
  */
 import assert from 'node:assert/strict';
@@ -12,16 +12,16 @@ const TASK = '0a9ffb9e-5b7e-4c1c-9a55-5d2a3c4b5e6f';
 const log = createLogger({ service: 'step-results-test', level: 'silent' });
 
 describe('stepResultOf', () => {
-  it('reads a completed task: its attempt to count, nothing to apply', () => {
+  it('reads an applied outcome: its attempt to count, nothing to apply', () => {
     const data = encodeMessage({
       type: 'step.result',
       task_id: TASK,
       step_seq: 1,
-      completed: { resource: 'tool:http' },
+      applied: { resource: 'tool:http' },
     });
     assert.deepEqual(stepResultOf('p.result', data, log), {
       toApply: false,
-      completedOn: 'tool:http',
+      appliedOn: 'tool:http',
     });
   });
 
@@ -34,7 +34,7 @@ describe('stepResultOf', () => {
     for (const data of [
       new TextEncoder().encode('not json'),
       new TextEncoder().encode(
-        JSON.stringify({ type: 'step.result', task_id: TASK, step_seq: 1, completed: {} }),
+        JSON.stringify({ type: 'step.result', task_id: TASK, step_seq: 1, applied: {} }),
       ),
       encodeMessage({ type: 'wake', reason: 'other' }),
     ]) {

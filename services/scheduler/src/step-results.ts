@@ -1,14 +1,14 @@
 /**
  * What a `step.result` message (an executor recorded a step's outcome) asks of the scheduler.
  *
- * A recorded outcome waits for the outcome pass; one whose write completed its task too (the usual
- * completion, `recordStepOutcomes`) leaves the pass nothing to do, so it does not wake it (an empty
- * pass still costs a transaction), and its attempt is counted in the resource's retry budget here,
- * since no pass of this replica will count it. Either way the step left the in-flight count, so its
+ * A recorded outcome waits for the outcome pass; one whose write applied it too (the usual
+ * completion or continuation, `recordStepOutcomes`) leaves the pass nothing to do, so it does not
+ * wake it (an empty pass still costs a transaction), and its attempt is counted in the resource's
+ * retry budget here, since no pass of this replica will count it. Either way the step left the in-flight count, so its
  * slot is free (freed-slots.ts).
  *
  * The scheduler replicas share the result subject as one queue group: each result reaches one of
- * them, so each counts about its share of the completed attempts, as each applies about its share
+ * them, so each counts about its share of the attempts applied by executors, as each applies about its share
  * of the other outcomes (retry-budget-ledger.ts), and one pass, not one per replica, answers it.
  */
 import { decodeMessageOf } from '@sluice/bus';
@@ -22,7 +22,7 @@ export interface StepResultNotice {
   /** The outcome waits for the outcome pass. */
   readonly toApply: boolean;
   /** The resource whose attempt to count in the retry budget (an outcome applied by its write). */
-  readonly completedOn?: string;
+  readonly appliedOn?: string;
 }
 
 /**
@@ -31,10 +31,10 @@ export interface StepResultNotice {
  */
 export function stepResultOf(subject: string, data: Uint8Array, log: Logger): StepResultNotice {
   try {
-    const { completed } = decodeMessageOf('step.result', subject, data);
-    return completed === undefined
+    const { applied } = decodeMessageOf('step.result', subject, data);
+    return applied === undefined
       ? { toApply: true }
-      : { toApply: false, completedOn: completed.resource };
+      : { toApply: false, appliedOn: applied.resource };
   } catch (error) {
     log.warn({ err: error, subject }, 'malformed step result; the outcome pass looks anyway');
     return { toApply: true };

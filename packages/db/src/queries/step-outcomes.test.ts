@@ -9,7 +9,9 @@ import { and, eq } from 'drizzle-orm';
 import type { StepOutcome } from '@sluice/core';
 import type { DatabaseHandle } from '../client.js';
 import { taskSteps, tasks } from '../schema.js';
-import { applyLockedTransitions } from '../transition.js';
+import type { Transaction } from '../client.js';
+import { applyLockedTransitions, applyTransition } from '../transition.js';
+import { startContinuation } from './continuations.js';
 import { eventsAsWritten, openTaskTypeDatabase, type TaskTypeDatabase } from '../testing/index.js';
 import { appendTaskEvent } from './events.js';
 import {
@@ -19,7 +21,7 @@ import {
   type StepDispatchRef,
 } from './steps.js';
 import type { TaskTypeManifest } from './task-types.js';
-import { createTask, listTaskEvents, lockTask } from './tasks.js';
+import { createTask, listTaskEvents, lockTask, type TaskRecord } from './tasks.js';
 
 const manifest: TaskTypeManifest = {
   name: 'outcomes-test',
@@ -92,7 +94,7 @@ describe('recordStepOutcomes', () => {
     const fanned = await runningTask(2); // steps 1, 2, 3 of one task
     const single = await runningTask();
     const ref = (taskId: string, seq: number): StepDispatchRef => ({ taskId, seq, dispatch: 1 });
-    const recorded = await recordStepOutcomes(handle.db, [
+    const recorded = await kinds([
       { ref: ref(fanned, 2), outcome: done('b') },
       { ref: ref(single, 1), outcome: failed },
       { ref: ref(fanned, 1), outcome: done('a') },
@@ -140,7 +142,7 @@ describe('recordStepOutcomes', () => {
       await recordStepOutcome(handle.db, { taskId, seq: 1, dispatch: 1 }, done('first')),
       true,
     );
-    const recorded = await recordStepOutcomes(handle.db, [
+    const recorded = await kinds([
       { ref: { taskId, seq: 1, dispatch: 1 }, outcome: done('again') }, // recorded already
       { ref: { taskId, seq: 2, dispatch: 2 }, outcome: done('other') }, // another dispatch's
       { ref: { taskId, seq: 2, dispatch: 1 }, outcome: done('second') },
@@ -164,48 +166,72 @@ async function startedTask(): Promise<string> {
   return taskId;
 }
 
-/** What a completion wrote, without what differs between two tasks by nature. */
+/** What {@link recordStepOutcomes} did, by kind. */
+async function kinds(outcomes: Parameters<typeof recordStepOutcomes>[1]): Promise<string[]> {
+  return (await recordStepOutcomes(handle.db, outcomes)).map((recording) => recording.kind);
+}
+
+/** What applying an outcome wrote, without what differs between two tasks by nature. */
 async function written(taskId: string) {
   const [task] = await handle.db.select().from(tasks).where(eq(tasks.id, taskId));
-  const step = await stepRow(taskId, 1);
-  assert.ok(task && step);
+  assert.ok(task);
   const { id: _id, createdAt: _c, updatedAt: _u, finishedAt, traceId: _t, ...rest } = task;
   const { traceParent: _p, startedAt: _s, ...columns } = rest;
+  const steps = await handle.db
+    .select()
+    .from(taskSteps)
+    .where(eq(taskSteps.taskId, taskId))
+    .orderBy(taskSteps.seq);
   return {
     columns,
     finishedAt: finishedAt !== null,
-    step: {
-      status: step.status,
-      outcome: step.outcome,
-      finished: step.finishedAt !== null,
-      applied: step.outcomeAppliedAt !== null,
-    },
+    steps: steps.map((step) => {
+      const { id: _i, taskId: _task, createdAt: _created, dueAt, finishedAt: done, ...kept } = step;
+      const { startedAt: _started, heartbeatAt: _beat, outcomeAppliedAt, ...same } = kept;
+      return {
+        ...same,
+        due: dueAt !== null,
+        finished: done !== null,
+        applied: outcomeAppliedAt !== null,
+      };
+    }),
     events: await eventsAsWritten(handle.db, taskId),
   };
 }
 
-describe('the usual completion', () => {
-  const ref = (taskId: string): StepDispatchRef => ({ taskId, seq: 1, dispatch: 1 });
+/**
+ * The twin the old way: its outcome recorded while a flag keeps it for the scheduler, then applied
+ * as the outcome pass applies it (`apply`, in a transaction with the task locked), and marked.
+ */
+async function appliedByThePass(
+  taskId: string,
+  outcome: StepOutcome,
+  apply: (tx: Transaction, locked: TaskRecord) => Promise<void>,
+): Promise<void> {
+  await handle.db.update(tasks).set({ pauseRequested: true }).where(eq(tasks.id, taskId));
+  assert.deepEqual(await kinds([{ ref: ref(taskId), outcome }]), ['recorded']);
+  await handle.db.update(tasks).set({ pauseRequested: false }).where(eq(tasks.id, taskId));
+  await handle.db.transaction(async (tx) => {
+    const locked = await lockTask(tx, taskId);
+    assert.ok(locked);
+    await apply(tx, locked);
+    const step = await stepRow(taskId, 1);
+    await markOutcomesApplied(tx, [step?.id ?? 0]);
+  });
+}
 
+const ref = (taskId: string): StepDispatchRef => ({ taskId, seq: 1, dispatch: 1 });
+
+describe('the usual completion', () => {
   for (const output of [{ answer: 42 }, null, 'text']) {
     it(`completes the task as the scheduler's pass would (output ${JSON.stringify(output)})`, async () => {
       const here = await startedTask();
       const twin = await startedTask();
       const outcome: StepOutcome = { type: 'complete', output };
 
-      assert.deepEqual(await recordStepOutcomes(handle.db, [{ ref: ref(here), outcome }]), [
-        'completed',
-      ]);
-      // The twin the old way: recorded while a flag keeps it for the scheduler, then applied as
-      // the outcome pass applies a completion (outcome-applier.ts: `completion`).
-      await handle.db.update(tasks).set({ pauseRequested: true }).where(eq(tasks.id, twin));
-      assert.deepEqual(await recordStepOutcomes(handle.db, [{ ref: ref(twin), outcome }]), [
-        'recorded',
-      ]);
-      await handle.db.update(tasks).set({ pauseRequested: false }).where(eq(tasks.id, twin));
-      await handle.db.transaction(async (tx) => {
-        const locked = await lockTask(tx, twin);
-        assert.ok(locked);
+      assert.deepEqual(await kinds([{ ref: ref(here), outcome }]), ['completed']);
+      // outcome-applier.ts: `completion`, applied with the others by applyLockedTransitions.
+      await appliedByThePass(twin, outcome, async (tx, locked) => {
         const [result] = await applyLockedTransitions(tx, [
           {
             taskId: twin,
@@ -216,23 +242,74 @@ describe('the usual completion', () => {
           },
         ]);
         assert.equal(result?.ok, true);
-        const step = await stepRow(twin, 1);
-        await markOutcomesApplied(tx, [step?.id ?? 0]);
       });
 
       const mine = await written(here);
       assert.deepEqual(mine, await written(twin));
       assert.equal(mine.columns.status, 'succeeded');
       assert.deepEqual(mine.columns.output, output);
-      assert.equal(mine.step.applied, true);
+      assert.equal(mine.steps[0]?.applied, true);
       assert.deepEqual(
         mine.events.map((e) => `${e.seq}:${e.type}`),
         ['1:create', '2:step_succeeded', '3:complete'],
       );
     });
   }
+});
 
-  it('leaves every other outcome to the scheduler', async () => {
+describe('the usual continuation', () => {
+  for (const input of [{ page: 2 }, 'text', []]) {
+    it(`adds the next step and continues the task as the pass would (input ${JSON.stringify(input)})`, async () => {
+      const here = await startedTask();
+      const twin = await startedTask();
+      const outcome: StepOutcome = { type: 'next', step: 'work', input, output: 'page 1' };
+
+      const [recording] = await recordStepOutcomes(handle.db, [{ ref: ref(here), outcome }]);
+      assert.deepEqual(recording, {
+        kind: 'continued',
+        next: { seq: 2, name: 'work', resource: 'tool:x', priority: 2 },
+      });
+      // outcome-applier.ts, `next`: startContinuation, then the `continue` transition.
+      await appliedByThePass(twin, outcome, async (tx, locked) => {
+        const started = await startContinuation(
+          tx,
+          locked,
+          { type: 'next', step: 'work', input },
+          { seq: 1, fanOutOf: null, branchIndex: null },
+        );
+        assert.ok(started.ok);
+        const result = await applyTransition(tx, {
+          taskId: twin,
+          step: 'work',
+          event: { type: 'continue' },
+          data: { next: started.steps },
+          patch: { currentStep: started.label },
+        });
+        assert.equal(result.ok, true);
+      });
+
+      const mine = await written(here);
+      assert.deepEqual(mine, await written(twin));
+      assert.equal(mine.columns.status, 'running');
+      assert.equal(mine.columns.currentStep, 'work');
+      assert.deepEqual(
+        mine.steps.map((step) => [step.seq, step.status, step.applied]),
+        [
+          [1, 'succeeded', true],
+          [2, 'ready', false],
+        ],
+      );
+      assert.deepEqual(mine.steps[1]?.input, input);
+      assert.deepEqual(
+        mine.events.map((e) => `${e.seq}:${e.type}`),
+        ['1:create', '2:step_succeeded', '3:continue'],
+      );
+    });
+  }
+});
+
+describe('outcomes left to the scheduler', () => {
+  it('are every other kind, and those of tasks that are not usual', async () => {
     const cancelling = await startedTask();
     await handle.db.update(tasks).set({ cancelRequested: true }).where(eq(tasks.id, cancelling));
     const failing = await startedTask();
@@ -243,38 +320,57 @@ describe('the usual completion', () => {
       .where(eq(taskSteps.taskId, branch));
     const twoSteps = await runningTask(1);
     await handle.db.update(tasks).set({ status: 'running' }).where(eq(tasks.id, twoSteps));
+    const undeclared = await startedTask();
+    const nullInput = await startedTask();
+    const fanningOut = await startedTask();
     const usual = await startedTask();
 
-    const recorded = await recordStepOutcomes(handle.db, [
+    const recorded = await kinds([
       { ref: ref(cancelling), outcome: done('late') },
       { ref: ref(failing), outcome: failed },
       { ref: ref(branch), outcome: done('branch') },
       { ref: ref(twoSteps), outcome: done('one') },
       { ref: { taskId: twoSteps, seq: 2, dispatch: 1 }, outcome: done('two') },
-      { ref: ref(usual), outcome: done('usual') }, // beside the others, completed all the same
+      { ref: ref(undeclared), outcome: { type: 'next', step: 'nope', input: {}, output: 1 } },
+      { ref: ref(nullInput), outcome: { type: 'next', step: 'work', input: null, output: 1 } },
+      {
+        ref: ref(fanningOut),
+        outcome: {
+          type: 'fanOut',
+          branches: [{ step: 'work', input: {} }],
+          join: 'work',
+          output: 1,
+        },
+      },
+      { ref: ref(usual), outcome: done('usual') },
       { ref: ref(usual), outcome: done('again') }, // the same dispatch twice: stale
     ]);
-    // `usual` appears twice in the input, so even it is left to the scheduler: a task's completion
-    // must be its only outcome of the statement.
-    assert.deepEqual(recorded, [
-      'recorded',
-      'recorded',
-      'recorded',
-      'recorded',
-      'recorded',
-      'recorded',
-      'stale',
-    ]);
-    for (const taskId of [cancelling, failing, branch, twoSteps, usual]) {
+    // `usual` appears twice in the input, so even it is left to the scheduler: an outcome that
+    // applies must be its task's only outcome of the statement.
+    assert.deepEqual(recorded, [...Array<string>(9).fill('recorded'), 'stale']);
+    for (const taskId of [
+      cancelling,
+      failing,
+      branch,
+      twoSteps,
+      undeclared,
+      nullInput,
+      fanningOut,
+      usual,
+    ]) {
       const [task] = await handle.db.select().from(tasks).where(eq(tasks.id, taskId));
       assert.equal(task?.status, 'running', taskId);
       assert.equal((await stepRow(taskId, 1))?.outcomeAppliedAt, null, taskId);
+    }
+    // No step was added for the continuations left to the scheduler.
+    for (const taskId of [undeclared, nullInput, fanningOut]) {
+      assert.equal(await stepRow(taskId, 2), undefined, taskId);
     }
 
     const alone = await startedTask();
     const beside = await startedTask();
     assert.deepEqual(
-      await recordStepOutcomes(handle.db, [
+      await kinds([
         { ref: ref(alone), outcome: done('a') },
         { ref: ref(beside), outcome: failed },
       ]),

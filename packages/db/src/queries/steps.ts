@@ -8,6 +8,7 @@ import {
   type Json,
   type Priority,
   type StepOutcome,
+  type TaskEvent,
   type TaskMachineState,
 } from '@sluice/core';
 import type { Executor, Transaction } from '../client.js';
@@ -637,33 +638,48 @@ export async function recordStepOutcome(
   outcome: StepOutcome,
 ): Promise<boolean> {
   const [recorded] = await recordStepOutcomes(executor, [{ ref, outcome }]);
-  return recorded !== 'stale';
+  return recorded?.kind !== 'stale';
 }
 
 /**
  * What {@link recordStepOutcomes} did with one outcome:
  * - `completed`: recorded, and it completed its task at once (the usual completion, below);
+ * - `continued`: recorded, and its task went on to `next`, now in the ready queue (the usual
+ *   continuation, below);
  * - `recorded`: recorded, for the scheduler's outcome pass to apply;
  * - `stale`: nothing, the dispatch is stale (see {@link recordStepOutcome}).
  */
-export type OutcomeRecording = 'completed' | 'recorded' | 'stale';
+export type OutcomeRecording =
+  | { readonly kind: 'completed' | 'recorded' | 'stale' }
+  | { readonly kind: 'continued'; readonly next: ReadyStepRef };
 
-/** The table's answer for completing a running task with no flags: the state it moves to. */
-const COMPLETED = (() => {
+/** A step the usual continuation added to the ready queue. */
+export interface ReadyStepRef {
+  readonly seq: number;
+  readonly name: string;
+  readonly resource: string;
+  readonly priority: Priority;
+}
+
+/** The table's answer for `event` on a running task with no flags: the state it moves to. */
+function decidedForUsualTask(event: TaskEvent): { status: string; attemptIncrement: number } {
   const running: TaskMachineState = {
     status: 'running',
     cancelRequested: false,
     pauseRequested: false,
     approvalPending: false,
   };
-  const decision = decideTransition(running, { type: 'complete' });
-  if (!decision.ok) throw new Error(`the transition table refuses to complete a running task`);
+  const decision = decideTransition(running, event);
+  if (!decision.ok) throw new Error(`the transition table refuses ${event.type} of a running task`);
   const { to } = decision;
-  if (to.cancelRequested || to.pauseRequested || to.approvalPending) {
-    throw new Error(`the transition table completes a task with flags set`);
+  if (to.status === null || to.cancelRequested || to.pauseRequested || to.approvalPending) {
+    throw new Error(`the transition table leaves no state or sets a flag on ${event.type}`);
   }
   return { status: to.status, attemptIncrement: decision.attemptIncrement };
-})();
+}
+
+const COMPLETED = decidedForUsualTask({ type: 'complete' });
+const CONTINUED = decidedForUsualTask({ type: 'continue' });
 
 /**
  * Records the outcomes of running steps, each with its `step_<status>` event, in one statement
@@ -672,13 +688,15 @@ const COMPLETED = (() => {
  * transaction (the executor's group commit). Says, in order, what it did with each
  * ({@link OutcomeRecording}).
  *
- * The usual completion — the most common outcome of all, the last step of a task succeeded — is
- * applied here too, so that it costs no pass of the scheduler: a `complete` outcome of a step
- * outside any fan-out branch, the only outcome of its task in the statement, of a task that runs
- * with no cancel, pause or approval pending. The task takes the table's `complete` transition
- * (state, output, its event right after the step's) exactly as the scheduler's outcome pass would
- * write it (`applyLockedTransitions`; a test compares the two on twin tasks), and the outcome is
- * marked applied. Every other outcome waits for the scheduler, as before.
+ * The two most common outcomes are applied here too, so that they cost no pass of the scheduler:
+ * the usual completion (the last step of a task succeeded: a `complete` outcome) and the usual
+ * continuation (a `next` outcome naming a step the task's pinned manifest declares). Usual means:
+ * a step outside any fan-out branch, the only outcome of its task in the statement, of a task that
+ * runs with no cancel, pause or approval pending. The task takes the table's `complete` or
+ * `continue` transition (state, output or current step, its event right after the step's), a
+ * continuation's step is added to the ready queue as the scheduler's `startContinuation` adds it,
+ * and the outcome is marked applied — what the scheduler's outcome pass writes (a test compares
+ * the two on twin tasks). Every other outcome waits for the scheduler, as before.
  *
  * The task rows are locked first, in id order, as every writer locks a task before its steps and
  * as two such statements must to never wait for each other in a circle; then the step rows change,
@@ -695,6 +713,7 @@ export async function recordStepOutcomes(
   }
   const input = outcomes.map(({ ref, outcome }, ord) => {
     const status = outcomeStatus(outcome);
+    const alone = outcomesOfTask.get(ref.taskId) === 1;
     return {
       ord,
       task_id: ref.taskId,
@@ -702,82 +721,157 @@ export async function recordStepOutcomes(
       dispatch: ref.dispatch,
       status,
       outcome,
-      // Whether this outcome may complete its task here; the statement checks the rest.
-      completes: outcome.type === 'complete' && outcomesOfTask.get(ref.taskId) === 1,
+      // What this outcome may apply here; the statement checks the rest.
+      applies: !alone
+        ? null
+        : outcome.type === 'complete'
+          ? 'completed'
+          : outcome.type === 'next' && outcome.input !== null
+            ? 'continued'
+            : null,
+      next_step: outcome.type === 'next' ? outcome.step : null,
       data: {
         seq: ref.seq,
         ...(outcome.type === 'failed' ? { error: outcome.error.message } : {}),
       },
     };
   });
-  const rows = await executor.execute<{ ord: number; completed: boolean }>(sql`
+  const rows = await executor.execute<{
+    ord: number;
+    applied: 'completed' | 'continued' | null;
+    next_seq: number | null;
+    next_resource: string | null;
+    next_priority: number | null;
+  }>(sql`
     with input as (
       select * from jsonb_to_recordset(${JSON.stringify(input)}::jsonb)
         as i(ord int, task_id uuid, seq int, dispatch int, status text, outcome jsonb,
-             completes boolean, data jsonb)
+             applies text, next_step text, data jsonb)
     ), locked as materialized (
-      select id, status, cancel_requested, pause_requested, approval_pending
+      select id, status, cancel_requested, pause_requested, approval_pending, type, type_version,
+             tenant_id, priority, attempt
       from tasks where id = any(${inputTaskIds}) order by id for update
     ), entering as (
-      -- Whether the outcome may complete its task: the task runs with no flag set (the step's
-      -- side is checked by the update: not a branch).
-      select i.*, i.completes and l.status = 'running' and not l.cancel_requested
-                  and not l.pause_requested and not l.approval_pending as may_complete
-      from input i join locked l on l.id = i.task_id
+      -- What the outcome applies: nothing unless the task runs with no flag set, and a
+      -- continuation only to a step the task's manifest declares (the step's side is checked by
+      -- the update: not a branch).
+      select i.*, l.tenant_id as task_tenant, l.priority as task_priority,
+             l.attempt as task_attempt, r.resource as next_resource,
+             case when l.status = 'running' and not l.cancel_requested
+                       and not l.pause_requested and not l.approval_pending
+                       and (i.applies = 'completed'
+                            or (i.applies = 'continued' and r.resource is not null))
+                  then i.applies end as may_apply
+      from input i
+      join locked l on l.id = i.task_id
+      left join lateral (
+        select st ->> 'resource' as resource
+        from task_types tt cross join lateral jsonb_array_elements(tt.steps) st
+        where i.applies = 'continued' and tt.name = l.type and tt.version = l.type_version
+          and st ->> 'name' = i.next_step
+        limit 1
+      ) r on true
     ), finished as (
       update task_steps s
       set status = i.status, outcome = i.outcome, finished_at = now(),
-          outcome_applied_at = case when i.may_complete and s.fan_out_of is null then now() end
+          outcome_applied_at = case when i.may_apply is not null and s.fan_out_of is null
+                                    then now() end
       from entering i
       where s.task_id = i.task_id and s.seq = i.seq and s.dispatch_count = i.dispatch
         and s.status = 'running'
       returning s.task_id, s.name, i.ord, i.status, i.data,
-                i.may_complete and s.fan_out_of is null as completes,
-                nullif(i.outcome -> 'output', 'null'::jsonb) as output
+                case when s.fan_out_of is null then i.may_apply end as applied,
+                nullif(i.outcome -> 'output', 'null'::jsonb) as output,
+                i.next_step, i.outcome -> 'input' as next_input, i.next_resource,
+                i.task_tenant, i.task_priority, i.task_attempt
     ), per_task as (
-      -- A completion is its task's only outcome here (input.completes says so).
-      select task_id, count(*)::int as recorded, bool_or(completes) as completes,
-             (array_agg(output) filter (where completes))[1] as output
+      -- An outcome that applies is its task's only outcome here (input.applies says so).
+      select task_id, count(*)::int as recorded,
+             (array_agg(applied) filter (where applied is not null))[1] as applied,
+             (array_agg(output) filter (where applied = 'completed'))[1] as output,
+             (array_agg(next_step) filter (where applied = 'continued'))[1] as next_step
       from finished
       group by task_id
+    ), next_steps as (
+      -- The continuation's step, as startContinuation inserts it (insertSteps).
+      insert into task_steps (task_id, seq, name, resource, tenant_id, priority, status, input,
+                              task_attempt, fan_out_of, branch_index, join_of, key_seq)
+      select f.task_id,
+             (select coalesce(max(q.seq), 0) from task_steps q where q.task_id = f.task_id) + 1,
+             f.next_step, f.next_resource, f.task_tenant, f.task_priority, 'ready', f.next_input,
+             f.task_attempt, null, null, null, null
+      from finished f
+      where f.applied = 'continued'
+      returning task_id, seq, resource, priority
     ), bumped as (
-      -- The completion's columns as applyLockedTransitions sets them for a 'complete' (keep the
-      -- two in step).
+      -- The transition's columns as applyTransition sets them for a 'complete' or a 'continue'
+      -- of a running task with no flags (keep them in step).
       update tasks t
-      set last_event_seq = t.last_event_seq + f.recorded + case when f.completes then 1 else 0 end,
+      set last_event_seq = t.last_event_seq + f.recorded
+                           + case when f.applied is not null then 1 else 0 end,
           updated_at = now(),
-          status = case when f.completes then ${COMPLETED.status}::text else t.status end,
-          version = t.version + case when f.completes then 1 else 0 end,
-          attempt = t.attempt + case when f.completes then ${COMPLETED.attemptIncrement}::int else 0 end,
-          finished_at = case when f.completes then now() else t.finished_at end,
-          current_step = case when f.completes then null else t.current_step end,
-          progress = case when f.completes then 0 else t.progress end,
-          progress_message = case when f.completes then '' else t.progress_message end,
-          error = case when f.completes then null else t.error end,
-          output = case when f.completes then f.output else t.output end
+          status = case f.applied when 'completed' then ${COMPLETED.status}::text
+                                  when 'continued' then ${CONTINUED.status}::text
+                                  else t.status end,
+          version = t.version + case when f.applied is not null then 1 else 0 end,
+          attempt = t.attempt + case f.applied
+                                  when 'completed' then ${COMPLETED.attemptIncrement}::int
+                                  when 'continued' then ${CONTINUED.attemptIncrement}::int
+                                  else 0 end,
+          finished_at = case f.applied when 'completed' then now()
+                                       when 'continued' then null
+                                       else t.finished_at end,
+          current_step = case f.applied when 'completed' then null
+                                        when 'continued' then f.next_step
+                                        else t.current_step end,
+          progress = case when f.applied is not null then 0 else t.progress end,
+          progress_message = case when f.applied is not null then '' else t.progress_message end,
+          error = case when f.applied = 'completed' then null else t.error end,
+          output = case when f.applied = 'completed' then f.output else t.output end
       from per_task f
       where t.id = f.task_id
-      returning t.id, t.tenant_id, t.last_event_seq, f.completes
+      returning t.id, t.tenant_id, t.last_event_seq, f.applied
     ), appended as (
       insert into task_events (task_id, tenant_id, seq, type, from_status, to_status, step, data)
       select f.task_id, b.tenant_id,
-             b.last_event_seq - case when b.completes then 1 else 0 end
+             b.last_event_seq - case when b.applied is not null then 1 else 0 end
                - count(*) over (partition by f.task_id)
                + row_number() over (partition by f.task_id order by f.ord),
              'step_' || f.status, null, null, f.name, f.data
       from finished f join bumped b on b.id = f.task_id
       union all
-      -- The task's completion, right after its step's event.
-      select f.task_id, b.tenant_id, b.last_event_seq, 'complete', 'running',
-             ${COMPLETED.status}::text, f.name, null
+      -- The task's transition, right after its step's event.
+      select f.task_id, b.tenant_id, b.last_event_seq,
+             case f.applied when 'completed' then 'complete' else 'continue' end,
+             'running',
+             case f.applied when 'completed' then ${COMPLETED.status}::text
+                            else ${CONTINUED.status}::text end,
+             f.name,
+             case f.applied when 'continued'
+                  then jsonb_build_object('next', jsonb_build_array(f.next_step)) end
       from finished f join bumped b on b.id = f.task_id
-      where f.completes
+      where f.applied is not null
     )
-    select ord, completes as completed from finished`);
-  const recorded = new Map(rows.map((row) => [Number(row.ord), row.completed]));
-  return outcomes.map((_, ord) => {
-    const completed = recorded.get(ord);
-    return completed === undefined ? 'stale' : completed ? 'completed' : 'recorded';
+    select f.ord, f.applied, n.seq as next_seq, n.resource as next_resource,
+           n.priority as next_priority
+    from finished f left join next_steps n on n.task_id = f.task_id and f.applied = 'continued'`);
+  const recorded = new Map(rows.map((row) => [Number(row.ord), row]));
+  return outcomes.map(({ outcome }, ord): OutcomeRecording => {
+    const row = recorded.get(ord);
+    if (row === undefined) return { kind: 'stale' };
+    if (row.applied === 'completed') return { kind: 'completed' };
+    if (row.applied === 'continued' && outcome.type === 'next') {
+      return {
+        kind: 'continued',
+        next: {
+          seq: Number(row.next_seq),
+          name: outcome.step,
+          resource: String(row.next_resource),
+          priority: Number(row.next_priority) as Priority,
+        },
+      };
+    }
+    return { kind: 'recorded' };
   });
 }
 
