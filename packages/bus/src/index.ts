@@ -156,6 +156,8 @@ export type {
   TaskEventNotice,
 } from './messages.js';
 
+export { wakeDispatcherFor } from './ready-step-wake.js';
+
 export { decodeStepAdvisory } from './advisories.js';
 export type { StepAdvisory, StepAdvisoryKind } from './advisories.js';
 

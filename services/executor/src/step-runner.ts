@@ -9,6 +9,7 @@ import { storableText, type Priority, type StepOutcome } from '@sluice/core';
 import { ROOT_CONTEXT, context } from '@opentelemetry/api';
 import {
   encodeMessage,
+  wakeDispatcherFor,
   extractTraceContext,
   type BusCatalog,
   type StepDispatch,
@@ -29,7 +30,6 @@ import {
   type Database,
   type GroupWriter,
   type OutcomeRecording,
-  type ReadyStepRef,
   type OutcomeToRecord,
   type StepDispatchRef,
   type StepRecord,
@@ -177,7 +177,10 @@ async function runStep(
   // dispatch finished ('stale') and acknowledges it then.
   message.ack();
   // The next step is ready: the dispatcher's wake-up, as for a created task's first step.
-  if (recording.kind === 'continued') wakeDispatcher(deps, recording.next);
+  if (recording.kind === 'continued') {
+    const { resource, priority } = recording.next;
+    wakeDispatcherFor(deps.nc, deps.catalog, 'step.continued', { resource, priority });
+  }
   if (recorded) wakeScheduler(deps, ref, recording.kind !== 'recorded');
   log.info({ step: step.name, outcome: outcome.type, recording: recording.kind }, 'step finished');
 }
@@ -444,18 +447,6 @@ function wakeScheduler(deps: StepRunnerDeps, ref: StepDispatchRef, applied = fal
       task_id: ref.taskId,
       step_seq: ref.seq,
       ...(applied ? { applied: { resource: deps.resource } } : {}),
-    }),
-  );
-}
-
-/** Tells the dispatcher a step is ready (a wake-up; it also polls, so a loss only delays). */
-function wakeDispatcher(deps: StepRunnerDeps, next: ReadyStepRef): void {
-  deps.nc.publish(
-    deps.catalog.subjects.wake('dispatch'),
-    encodeMessage({
-      type: 'wake',
-      reason: 'step.continued',
-      step: { resource: next.resource, priority: next.priority },
     }),
   );
 }

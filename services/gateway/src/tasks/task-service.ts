@@ -9,6 +9,7 @@ import type { NatsConnection } from '@nats-io/transport-node';
 import {
   decidedAdmission,
   encodeMessage,
+  wakeDispatcherFor,
   listsPriority,
   type BusCatalog,
   type DecisionView,
@@ -247,10 +248,7 @@ export function createTaskService(deps: TaskServiceDeps): Partial<TaskServiceHan
     // New ready steps are admission's business only (not the outcome or settle passes'); the
     // step's resource and priority let admission skip the look when that resource is full.
     for (const step of wakes.values()) {
-      deps.nc.publish(
-        deps.catalog.subjects.wake('dispatch'),
-        encodeMessage({ type: 'wake', reason: 'task.created', step }),
-      );
+      wakeDispatcherFor(deps.nc, deps.catalog, 'task.created', step);
     }
   };
   /**
