@@ -793,7 +793,10 @@ export async function recordStepOutcomes(
       from finished
       group by task_id
     ), next_steps as (
-      -- The continuation's step, as startContinuation inserts it (insertSteps).
+      -- The continuation's step, as startContinuation inserts it (insertSteps). Its sequence is
+      -- read in this statement's snapshot, which may predate the task lock it waited for: right
+      -- because nothing adds steps to a running task with no flags while a step of it outside
+      -- any branch runs (approvals, retries, timers act on other states or update rows).
       insert into task_steps (task_id, seq, name, resource, tenant_id, priority, status, input,
                               task_attempt, fan_out_of, branch_index, join_of, key_seq)
       select f.task_id,
