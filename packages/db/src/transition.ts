@@ -82,6 +82,32 @@ export type TransitionResult =
 const MAX_CONFLICT_RETRIES = 5;
 
 /**
+ * The table's answer for `event` on a task in `status` with no flags: the state it moves to and
+ * its attempt increment. For the statements that apply one transition to every such task they
+ * lock, without a request each (the executor's group start and group outcome write), decided
+ * once at load. Throws when the table refuses it, leaves no state, or sets a flag.
+ */
+export function usualTransition(
+  status: TaskStatus,
+  event: TaskEvent,
+): { readonly status: TaskStatus; readonly attemptIncrement: number } {
+  const from: TaskMachineState = {
+    status,
+    cancelRequested: false,
+    pauseRequested: false,
+    approvalPending: false,
+  };
+  const decision = decideTransition(from, event);
+  if (!decision.ok)
+    throw new Error(`the transition table refuses ${event.type} of a ${status} task`);
+  const { to } = decision;
+  if (to.status === null || to.cancelRequested || to.pauseRequested || to.approvalPending) {
+    throw new Error(`the transition table leaves no state or sets a flag on ${event.type}`);
+  }
+  return { status: to.status, attemptIncrement: decision.attemptIncrement };
+}
+
+/**
  * Applies one transition inside `executor` (a transaction, or the pool for a single statement
  * pair — prefer a transaction). Never throws for a refused transition; throws only on database
  * errors.

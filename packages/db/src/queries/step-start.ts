@@ -15,14 +15,9 @@
  * so no version check is needed (nothing can change the row between the read and the update).
  */
 import { sql } from 'drizzle-orm';
-import {
-  allowedSourceStatuses,
-  decideTransition,
-  type Json,
-  type TaskEvent,
-  type TaskMachineState,
-} from '@sluice/core';
+import { allowedSourceStatuses, type Json, type TaskEvent } from '@sluice/core';
 import type { Executor } from '../client.js';
+import { usualTransition } from '../transition.js';
 import { prefixedColumns, recordOf } from '../raw-rows.js';
 import { inputTaskIds } from './batch-input.js';
 import { taskSteps, tasks } from '../schema.js';
@@ -51,18 +46,8 @@ export type UsualStart =
   | { readonly started: false; readonly task: TaskRecord };
 
 const START: TaskEvent = { type: 'start' };
-const QUEUED: TaskMachineState = {
-  status: 'queued',
-  cancelRequested: false,
-  pauseRequested: false,
-  approvalPending: false,
-};
 /** The table's answer for starting a queued task with no flags: the state it moves to. */
-const STARTED = (() => {
-  const decision = decideTransition(QUEUED, START);
-  if (!decision.ok) throw new Error(`the transition table refuses to start a queued task`);
-  return decision;
-})();
+const STARTED = usualTransition('queued', START);
 /**
  * "The task starts now": its state is one the table lets `start` leave (a running task only
  * records a `step_started` fact). Raw SQL built once: the states are the table's constants.
@@ -138,7 +123,7 @@ export async function startUsualSteps(
       update tasks t
       set last_event_seq = t.last_event_seq + p.n,
           updated_at = now(),
-          status = case when ${STARTS} then ${STARTED.to.status}::text else t.status end,
+          status = case when ${STARTS} then ${STARTED.status}::text else t.status end,
           version = t.version + case when ${STARTS} then 1 else 0 end,
           attempt = t.attempt + case when ${STARTS} then ${STARTED.attemptIncrement}::int else 0 end,
           started_at = case when ${STARTS} then coalesce(t.started_at, now()) else t.started_at end,
@@ -155,7 +140,7 @@ export async function startUsualSteps(
       select task.id, moved.tenant_id, moved.seq - p.n + st.k,
              case when ${STARTS} and st.k = 1 then ${START.type}::text else 'step_started' end,
              case when ${STARTS} and st.k = 1 then task.status end,
-             case when ${STARTS} and st.k = 1 then ${STARTED.to.status}::text end,
+             case when ${STARTS} and st.k = 1 then ${STARTED.status}::text end,
              st.name, jsonb_build_object('seq', st.seq, 'attempt', st.attempts)
       from (select started.*, row_number() over (partition by task_id order by ord) as k
             from started) st

@@ -3,20 +3,14 @@
  * writes, and the scheduler's reading of recorded outcomes.
  */
 import { and, eq, inArray, sql, type SQL } from 'drizzle-orm';
-import {
-  decideTransition,
-  type Json,
-  type Priority,
-  type StepOutcome,
-  type TaskEvent,
-  type TaskMachineState,
-} from '@sluice/core';
+import type { Json, Priority, StepOutcome } from '@sluice/core';
 import type { Executor, Transaction } from '../client.js';
 import type { KeptConnection } from '../kept-connection.js';
 import { rowsOf } from '../one-write.js';
 import { recordOf, prefixedColumns } from '../raw-rows.js';
 import { taskSteps, tasks } from '../schema.js';
 import { idList, inputTaskIds, literalLimit } from './batch-input.js';
+import { usualTransition } from '../transition.js';
 import { genericPlansForTransaction } from './plan-cache.js';
 import type { TaskRecord } from './tasks.js';
 import {
@@ -661,25 +655,9 @@ export interface ReadyStepRef {
   readonly priority: Priority;
 }
 
-/** The table's answer for `event` on a running task with no flags: the state it moves to. */
-function decidedForUsualTask(event: TaskEvent): { status: string; attemptIncrement: number } {
-  const running: TaskMachineState = {
-    status: 'running',
-    cancelRequested: false,
-    pauseRequested: false,
-    approvalPending: false,
-  };
-  const decision = decideTransition(running, event);
-  if (!decision.ok) throw new Error(`the transition table refuses ${event.type} of a running task`);
-  const { to } = decision;
-  if (to.status === null || to.cancelRequested || to.pauseRequested || to.approvalPending) {
-    throw new Error(`the transition table leaves no state or sets a flag on ${event.type}`);
-  }
-  return { status: to.status, attemptIncrement: decision.attemptIncrement };
-}
-
-const COMPLETED = decidedForUsualTask({ type: 'complete' });
-const CONTINUED = decidedForUsualTask({ type: 'continue' });
+/** The table's answers for completing and continuing a running task with no flags. */
+const COMPLETED = usualTransition('running', { type: 'complete' });
+const CONTINUED = usualTransition('running', { type: 'continue' });
 
 /**
  * Records the outcomes of running steps, each with its `step_<status>` event, in one statement
