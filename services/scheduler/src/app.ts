@@ -56,7 +56,7 @@ import { applyOutcomeBatch } from './outcome-applier.js';
 import { createReconciler } from './reconciler.js';
 import { retryBudgetConfigOf } from './retry-budget-config.js';
 import { createRetryBudgetLedger } from './retry-budget-ledger.js';
-import { STEP_RESULT_QUEUE, stepResultOf } from './step-results.js';
+import { STEP_RESULT_QUEUE, appliedResourceOf } from './step-results.js';
 import { startRetention } from './retention.js';
 import { refreshQueueTableStatistics } from './table-statistics.js';
 import { settleBatch } from './settler.js';
@@ -328,11 +328,11 @@ export async function startScheduler(
       nc.subscribe(catalog.subjects.stepResult, {
         queue: STEP_RESULT_QUEUE,
         callback: (error, message) => {
-          const result = error
-            ? { toApply: true }
-            : stepResultOf(message.subject, message.data, logger);
-          if (result.appliedOn !== undefined) retryBudget.recordAttempt(result.appliedOn);
-          if (result.toApply) applier.wake();
+          const applied = error
+            ? undefined
+            : appliedResourceOf(message.subject, message.data, logger);
+          if (applied === undefined) applier.wake();
+          else retryBudget.recordAttempt(applied);
           if (freedSlots.slotFreed()) dispatcher.wake();
         },
       }),

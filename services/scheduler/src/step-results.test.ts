@@ -6,12 +6,12 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { encodeMessage } from '@sluice/bus';
 import { createLogger } from '@sluice/telemetry';
-import { stepResultOf } from './step-results.js';
+import { appliedResourceOf } from './step-results.js';
 
 const TASK = '0a9ffb9e-5b7e-4c1c-9a55-5d2a3c4b5e6f';
 const log = createLogger({ service: 'step-results-test', level: 'silent' });
 
-describe('stepResultOf', () => {
+describe('appliedResourceOf', () => {
   it('reads an applied outcome: its attempt to count, nothing to apply', () => {
     const data = encodeMessage({
       type: 'step.result',
@@ -19,15 +19,12 @@ describe('stepResultOf', () => {
       step_seq: 1,
       applied: { resource: 'tool:http' },
     });
-    assert.deepEqual(stepResultOf('p.result', data, log), {
-      toApply: false,
-      appliedOn: 'tool:http',
-    });
+    assert.equal(appliedResourceOf('p.result', data, log), 'tool:http');
   });
 
   it('reads a recorded outcome as one to apply', () => {
     const data = encodeMessage({ type: 'step.result', task_id: TASK, step_seq: 2 });
-    assert.deepEqual(stepResultOf('p.result', data, log), { toApply: true });
+    assert.equal(appliedResourceOf('p.result', data, log), undefined);
   });
 
   it('reads a malformed result as one to apply, so no wake-up is lost', () => {
@@ -38,7 +35,7 @@ describe('stepResultOf', () => {
       ),
       encodeMessage({ type: 'wake', reason: 'other' }),
     ]) {
-      assert.deepEqual(stepResultOf('p.result', data, log), { toApply: true });
+      assert.equal(appliedResourceOf('p.result', data, log), undefined);
     }
   });
 });

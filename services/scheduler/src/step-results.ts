@@ -4,12 +4,13 @@
  * A recorded outcome waits for the outcome pass; one whose write applied it too (the usual
  * completion or continuation, `recordStepOutcomes`) leaves the pass nothing to do, so it does not
  * wake it (an empty pass still costs a transaction), and its attempt is counted in the resource's
- * retry budget here, since no pass of this replica will count it. Either way the step left the in-flight count, so its
- * slot is free (freed-slots.ts).
+ * retry budget here, since no pass of this replica will count it. Either way the step left the
+ * in-flight count, so its slot is free (freed-slots.ts).
  *
  * The scheduler replicas share the result subject as one queue group: each result reaches one of
- * them, so each counts about its share of the attempts applied by executors, as each applies about its share
- * of the other outcomes (retry-budget-ledger.ts), and one pass, not one per replica, answers it.
+ * them, so each counts about its share of the attempts applied by executors, as each applies about
+ * its share of the other outcomes (retry-budget-ledger.ts), and one pass, not one per replica,
+ * answers it.
  */
 import { decodeMessageOf } from '@sluice/bus';
 import type { Logger } from '@sluice/telemetry';
@@ -17,26 +18,21 @@ import type { Logger } from '@sluice/telemetry';
 /** The queue group the scheduler replicas subscribe to the result subject in. */
 export const STEP_RESULT_QUEUE = 'scheduler';
 
-/** What a step result asks for. */
-export interface StepResultNotice {
-  /** The outcome waits for the outcome pass. */
-  readonly toApply: boolean;
-  /** The resource whose attempt to count in the retry budget (an outcome applied by its write). */
-  readonly appliedOn?: string;
-}
-
 /**
- * Reads a `step.result` message. A malformed one is logged and read as an outcome to apply, so
- * the outcome pass looks: no wake-up is lost to a bad payload.
+ * Reads a `step.result` message: the resource of an outcome the executor's write applied (its
+ * attempt to count in the retry budget; nothing for the outcome pass), else undefined (the pass
+ * applies it). A malformed one is logged and read as an outcome to apply, so the pass looks: no
+ * wake-up is lost to a bad payload.
  */
-export function stepResultOf(subject: string, data: Uint8Array, log: Logger): StepResultNotice {
+export function appliedResourceOf(
+  subject: string,
+  data: Uint8Array,
+  log: Logger,
+): string | undefined {
   try {
-    const { applied } = decodeMessageOf('step.result', subject, data);
-    return applied === undefined
-      ? { toApply: true }
-      : { toApply: false, appliedOn: applied.resource };
+    return decodeMessageOf('step.result', subject, data).applied?.resource;
   } catch (error) {
     log.warn({ err: error, subject }, 'malformed step result; the outcome pass looks anyway');
-    return { toApply: true };
+    return undefined;
   }
 }
