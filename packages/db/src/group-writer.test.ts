@@ -5,7 +5,7 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import type { OutcomeToRecord } from './queries/steps.js';
+import type { OutcomeToRecord } from './queries/step-outcomes.js';
 import { GroupWriter } from './group-writer.js';
 
 const ref = (seq: number) => ({ taskId: 't', seq, dispatch: 1 });

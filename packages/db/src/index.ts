@@ -142,8 +142,6 @@ export {
   lockUnappliedOutcomes,
   markOutcomesApplied,
   recordPublishSeqs,
-  recordStepOutcome,
-  recordStepOutcomes,
   releaseClaims,
   releaseStep,
   startStep,
@@ -154,14 +152,18 @@ export type {
   ClaimedStep,
   NewStep,
   StepDispatchRef,
-  OutcomeToRecord,
-  OutcomeRecording,
-  ReadyStepRef,
   StepRecord,
   TaskToSettle,
   WaitingRetry,
   UnappliedOutcome,
 } from './queries/steps.js';
+export {
+  outcomeWriteStatements,
+  recordStepOutcome,
+  recordStepOutcomes,
+  recordStepOutcomesIn,
+} from './queries/step-outcomes.js';
+export type { OutcomeRecording, OutcomeToRecord, ReadyStepRef } from './queries/step-outcomes.js';
 export { joinIfComplete, startContinuation } from './queries/continuations.js';
 export type { ContinuationOrigin, ContinuationResult } from './queries/continuations.js';
 export {

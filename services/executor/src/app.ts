@@ -23,6 +23,7 @@ import {
 import { urgentReserveSlots } from '@sluice/core';
 import {
   GroupWriter,
+  KeptConnection,
   migrateDatabase,
   openDatabase,
   recordStepOutcomes,
@@ -84,6 +85,9 @@ export async function startExecutor(config: ExecutorConfig, log?: Logger): Promi
   const database: DatabaseHandle = openDatabase(config.DATABASE_URL, {
     applicationName: `sluice-executor-${resource}`,
   });
+  // The outcome writer's connection: it writes one transaction at a time, each in one write
+  // (recordStepOutcomes), which a connection kept for it sends without waiting for a free one.
+  const outcomeConnection = new KeptConnection(database.db);
   let nc: NatsConnection | undefined;
   let puller: PriorityPuller | undefined;
   let topologyRepair: TopologyRepair | undefined;
@@ -175,7 +179,7 @@ export async function startExecutor(config: ExecutorConfig, log?: Logger): Promi
         startUsualSteps(database.db, refs, config.SLUICE_ACK_WAIT_MS),
       ),
       outcomes: new GroupWriter((items: OutcomeToRecord[]) =>
-        recordStepOutcomes(database.db, items),
+        recordStepOutcomes(outcomeConnection, items),
       ),
       llmGate,
       isDegraded: (priority) => listsPriority(view.current().degrade, priority),
@@ -268,6 +272,7 @@ export async function startExecutor(config: ExecutorConfig, log?: Logger): Promi
     await puller?.stop();
     cancelSubscription?.unsubscribe();
     if (nc) await closeNats(nc);
+    await outcomeConnection.close();
     await database.close();
     http.stop();
     await tracing.shutdown();
@@ -289,6 +294,7 @@ export async function startExecutor(config: ExecutorConfig, log?: Logger): Promi
       started.cancelSubscription.unsubscribe();
       await started.metricsServer.stop();
       await closeNats(started.nc);
+      await outcomeConnection.close();
       await database.close();
       http.stop();
       await tracing.shutdown();

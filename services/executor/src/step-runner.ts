@@ -31,6 +31,7 @@ import {
   type GroupWriter,
   type OutcomeRecording,
   type OutcomeToRecord,
+  type ReadyStepRef,
   type StepDispatchRef,
   type StepRecord,
   type TaskRecord,
@@ -164,9 +165,9 @@ async function runStep(
   const recording = await withDatabaseSpan(deps.db, RECORD_OUTCOME, () =>
     deps.outcomes.write({ ref, outcome }),
   );
-  // The usual completion or continuation was applied by the write itself: the task's transition
-  // goes on its trace here, as the scheduler records the transitions it applies (the dispatch's
-  // context is active for the whole run, see runDispatchedStep).
+  // A usual outcome was applied by the write itself: the task's transition goes on its trace
+  // here, as the scheduler records the transitions it applies (the dispatch's context is active
+  // for the whole run, see runDispatchedStep).
   if (recording.kind === 'completed') recordTaskCompleted(task, step, context.active());
   if (recording.kind === 'continued') recordTaskContinued(task, step, context.active());
   const recorded = recording.kind !== 'stale';
@@ -176,10 +177,12 @@ async function runStep(
   // already, so an ack that gets lost only brings the message back, and its start finds the
   // dispatch finished ('stale') and acknowledges it then.
   message.ack();
-  // The next step is ready: the dispatcher's wake-up, as for a created task's first step.
+  // Steps are ready (the next, the branches, the join): the dispatcher's wake-up for each
+  // resource and priority, as for a created task's first step.
   if (recording.kind === 'continued') {
-    const { resource, priority } = recording.next;
-    wakeDispatcherFor(deps.nc, deps.catalog, 'step.continued', { resource, priority });
+    for (const wake of distinctWakes(recording.added)) {
+      wakeDispatcherFor(deps.nc, deps.catalog, 'step.continued', wake);
+    }
   }
   if (recorded) wakeScheduler(deps, ref, recording.kind !== 'recorded');
   log.info({ step: step.name, outcome: outcome.type, recording: recording.kind }, 'step finished');
@@ -436,7 +439,7 @@ function startHeartbeat(
 
 /**
  * Tells the scheduler an outcome is recorded (a wake-up; it also polls, so a loss only delays).
- * `applied`: the write applied it too (the usual completion or continuation), so the outcome pass
+ * `applied`: the write applied it too (a usual outcome: see recordStepOutcomes), so the outcome pass
  * has nothing to do for it; the scheduler still counts the attempt in the resource's retry budget.
  */
 function wakeScheduler(deps: StepRunnerDeps, ref: StepDispatchRef, applied = false): void {
@@ -449,4 +452,13 @@ function wakeScheduler(deps: StepRunnerDeps, ref: StepDispatchRef, applied = fal
       ...(applied ? { applied: { resource: deps.resource } } : {}),
     }),
   );
+}
+
+/** One wake-up per resource and priority of the steps an outcome added. */
+function distinctWakes(added: readonly ReadyStepRef[]): { resource: string; priority: Priority }[] {
+  const wakes = new Map<string, { resource: string; priority: Priority }>();
+  for (const { resource, priority } of added) {
+    wakes.set(`${resource}\u0000${priority}`, { resource, priority });
+  }
+  return [...wakes.values()];
 }

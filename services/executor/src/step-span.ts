@@ -108,9 +108,9 @@ export function recordTaskCompleted(
 }
 
 /**
- * Records that the step's outcome continued its task with its next step (`continue`: `running` →
- * `running`), applied by the executor's outcome write as {@link recordTaskCompleted} records a
- * completion.
+ * Records that the step's outcome continued its task (`continue`: `running` → `running`: its next
+ * step, its fan-out's branches, or its branch's completion, with the join after the last), applied
+ * by the executor's outcome write as {@link recordTaskCompleted} records a completion.
  */
 export function recordTaskContinued(
   task: TaskRecord,

@@ -15,12 +15,8 @@ import { applyLockedTransitions } from '../transition.js';
 import { idList, literalLimit, PADDED_UP_TO, textArrayOf } from './batch-input.js';
 import { explainAnalyze } from './explain.js';
 import { startUsualSteps } from './step-start.js';
-import {
-  hasTasksToSettle,
-  lockUnappliedOutcomes,
-  markOutcomesApplied,
-  recordStepOutcomes,
-} from './steps.js';
+import { outcomeWriteStatements } from './step-outcomes.js';
+import { hasTasksToSettle, lockUnappliedOutcomes, markOutcomesApplied } from './steps.js';
 import { createTask, lockTasks } from './tasks.js';
 
 const manifest = oneStepManifest({ resource: 'tool' });
@@ -99,9 +95,10 @@ describe('batch statements on a table of thousands of tasks', () => {
   });
 
   it('group commit locks its tasks through the primary key', async () => {
-    const plan = await planOfFirstExecute((executor) =>
-      recordStepOutcomes(executor, [{ ref: ref(), outcome: { type: 'complete', output: {} } }]),
-    );
+    const { write } = outcomeWriteStatements([
+      { ref: ref(), outcome: { type: 'complete', output: {} } },
+    ]);
+    const plan = (await explainAnalyze(handle.db, write)).join('\n');
     assert.doesNotMatch(plan, /Seq Scan on tasks/, plan);
     // The steps by their (task, seq) key, with the task's lock joined in (usual completion).
     assert.doesNotMatch(plan, /Seq Scan on task_steps/, plan);

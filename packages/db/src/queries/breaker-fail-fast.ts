@@ -13,9 +13,9 @@
  */
 import { sql } from 'drizzle-orm';
 import type { SerializedStepError } from '@sluice/core';
-import type { Executor } from '../client.js';
+import type { Executor, Transaction } from '../client.js';
 import { applyTransition } from '../transition.js';
-import { recordStepOutcome } from './steps.js';
+import { recordStepOutcome } from './step-outcomes.js';
 import { lockTask } from './tasks.js';
 
 /** A ready step to fail fast: its resource's breaker is open and it declares `fail`. */
@@ -105,7 +105,7 @@ export async function findFailFastSteps(
  * cancelled, or taken by another scheduler meanwhile). Run it in a transaction.
  */
 export async function failStepWhileBreakerOpen(
-  executor: Executor,
+  executor: Transaction,
   step: FailFastStep,
 ): Promise<boolean> {
   const task = await lockTask(executor, step.taskId);

@@ -15,6 +15,7 @@ import {
 import type { Executor } from '../client.js';
 import { taskSteps } from '../schema.js';
 import { insertSteps, type NewStep } from './steps.js';
+import { stepsLabel } from './steps-label.js';
 import { findTaskType } from './task-types.js';
 import type { TaskRecord } from './tasks.js';
 
@@ -95,13 +96,6 @@ export async function startContinuation(
   const seqs = await insertSteps(executor, steps);
   const names = steps.map((step) => step.name);
   return { ok: true, seqs, steps: names, label: stepsLabel(names) };
-}
-
-/** `fetchPage` for one step, `fetchPage ×5` for several of one kind, else the names joined. */
-function stepsLabel(steps: readonly string[]): string {
-  const names = [...new Set(steps)];
-  if (names.length === 1 && steps.length > 1) return `${names[0]} ×${steps.length}`;
-  return names.join(', ');
 }
 
 /**

@@ -1,25 +1,27 @@
 /**
- * Recording step outcomes against the real Postgres: one statement for many steps (the executor's
+ * Recording step outcomes against the real Postgres: one write for many steps (the executor's
  * group commit), each with its event in its task's sequence, stale dispatches left alone, and the
- * usual completion applied in the same statement exactly as the scheduler's outcome pass applies it.
+ * usual outcomes (completion, continuation, fan-out, a branch's completion and the join) applied
+ * in the same write exactly as the scheduler's outcome pass applies them, on twin tasks.
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { and, eq } from 'drizzle-orm';
-import type { StepOutcome } from '@sluice/core';
+import { and, eq, sql } from 'drizzle-orm';
+import { continuationOf, type StepOutcome } from '@sluice/core';
 import type { DatabaseHandle } from '../client.js';
 import { taskSteps, tasks } from '../schema.js';
 import type { Transaction } from '../client.js';
 import { applyLockedTransitions, applyTransition } from '../transition.js';
-import { startContinuation } from './continuations.js';
+import { joinIfComplete, startContinuation } from './continuations.js';
 import { eventsAsWritten, openTaskTypeDatabase, type TaskTypeDatabase } from '../testing/index.js';
 import { appendTaskEvent } from './events.js';
+import { markOutcomesApplied, type StepDispatchRef } from './steps.js';
 import {
-  markOutcomesApplied,
   recordStepOutcome,
   recordStepOutcomes,
-  type StepDispatchRef,
-} from './steps.js';
+  recordStepOutcomesIn,
+  type OutcomeToRecord,
+} from './step-outcomes.js';
 import type { TaskTypeManifest } from './task-types.js';
 import { createTask, listTaskEvents, lockTask, type TaskRecord } from './tasks.js';
 
@@ -29,7 +31,10 @@ const manifest: TaskTypeManifest = {
   description: '',
   inputSchema: { type: 'object' },
   firstStep: 'work',
-  steps: [{ name: 'work', resource: 'tool:x', timeoutMs: 1_000, maxAttempts: 3 }],
+  steps: [
+    { name: 'work', resource: 'tool:x', timeoutMs: 1_000, maxAttempts: 3 },
+    { name: 'merge', resource: 'tool:y', timeoutMs: 1_000, maxAttempts: 3 },
+  ],
 };
 
 let fixture: TaskTypeDatabase;
@@ -139,7 +144,9 @@ describe('recordStepOutcomes', () => {
   it('leaves stale dispatches alone and says which they were', async () => {
     const taskId = await runningTask(1);
     assert.equal(
-      await recordStepOutcome(handle.db, { taskId, seq: 1, dispatch: 1 }, done('first')),
+      await handle.db.transaction((tx) =>
+        recordStepOutcome(tx, { taskId, seq: 1, dispatch: 1 }, done('first')),
+      ),
       true,
     );
     const recorded = await kinds([
@@ -267,7 +274,7 @@ describe('the usual continuation', () => {
       const [recording] = await recordStepOutcomes(handle.db, [{ ref: ref(here), outcome }]);
       assert.deepEqual(recording, {
         kind: 'continued',
-        next: { seq: 2, name: 'work', resource: 'tool:x', priority: 2 },
+        added: [{ seq: 2, name: 'work', resource: 'tool:x', priority: 2 }],
       });
       // outcome-applier.ts, `next`: startContinuation, then the `continue` transition.
       await appliedByThePass(twin, outcome, async (tx, locked) => {
@@ -337,17 +344,20 @@ describe('outcomes left to the scheduler', () => {
         ref: ref(fanningOut),
         outcome: {
           type: 'fanOut',
-          branches: [{ step: 'work', input: {} }],
-          join: 'work',
+          branches: [
+            { step: 'work', input: {} },
+            { step: 'nope', input: {} },
+          ],
+          join: 'merge',
           output: 1,
         },
       },
       { ref: ref(usual), outcome: done('usual') },
       { ref: ref(usual), outcome: done('again') }, // the same dispatch twice: stale
     ]);
-    // `usual` appears twice in the input, so even it is left to the scheduler: an outcome that
-    // applies must be its task's only outcome of the statement.
-    assert.deepEqual(recorded, [...Array<string>(9).fill('recorded'), 'stale']);
+    // Two steps outside any branch of one task are not usual (one of them would be a branch).
+    // The same dispatch twice: the first outcome counts, the second is stale.
+    assert.deepEqual(recorded, [...Array<string>(8).fill('recorded'), 'completed', 'stale']);
     for (const taskId of [
       cancelling,
       failing,
@@ -356,7 +366,6 @@ describe('outcomes left to the scheduler', () => {
       undeclared,
       nullInput,
       fanningOut,
-      usual,
     ]) {
       const [task] = await handle.db.select().from(tasks).where(eq(tasks.id, taskId));
       assert.equal(task?.status, 'running', taskId);
@@ -382,3 +391,299 @@ describe('outcomes left to the scheduler', () => {
     assert.equal(await appendTaskEvent(handle.db, { taskId: alone, type: 'note' }), 4);
   });
 });
+
+/** The outcome of step `seq` of a task, under dispatch 1. */
+const at = (taskId: string, seq: number, outcome: StepOutcome): OutcomeToRecord => ({
+  ref: { taskId, seq, dispatch: 1 },
+  outcome,
+});
+
+/** A fan-out of step 1 into `work` branches (inputs `{ n }`), joined by `merge`. */
+const fanOut = (branches: number): StepOutcome => ({
+  type: 'fanOut',
+  branches: Array.from({ length: branches }, (_, n) => ({ step: 'work', input: { n } })),
+  join: 'merge',
+  output: 'split',
+});
+
+/** A started task whose first step fanned out (applied here), with its branches running. */
+async function fannedOutTask(branches: number): Promise<string> {
+  const taskId = await startedTask();
+  assert.deepEqual(await kinds([at(taskId, 1, fanOut(branches))]), ['continued']);
+  await handle.db
+    .update(taskSteps)
+    .set({ status: 'running', dispatchCount: 1 })
+    .where(and(eq(taskSteps.taskId, taskId), eq(taskSteps.status, 'ready')));
+  return taskId;
+}
+
+/**
+ * The twin the old way for any outcomes: recorded while a flag keeps them for the scheduler, then
+ * applied one by one in the order of their steps, as the outcome pass applies a task's several
+ * outcomes (each `apply` with the task locked again), and marked.
+ */
+async function appliedOneByOne(
+  outcomes: readonly OutcomeToRecord[],
+  apply: (tx: Transaction, locked: TaskRecord, applying: OutcomeToRecord) => Promise<void>,
+): Promise<void> {
+  const taskId = outcomes[0]?.ref.taskId ?? '';
+  await handle.db.update(tasks).set({ pauseRequested: true }).where(eq(tasks.id, taskId));
+  assert.ok((await kinds(outcomes)).every((kind) => kind === 'recorded'));
+  await handle.db.update(tasks).set({ pauseRequested: false }).where(eq(tasks.id, taskId));
+  const bySeq = [...outcomes].sort((a, b) => a.ref.seq - b.ref.seq);
+  await handle.db.transaction(async (tx) => {
+    for (const applying of bySeq) {
+      const locked = await lockTask(tx, taskId);
+      assert.ok(locked);
+      await apply(tx, locked, applying);
+    }
+    const ids = await Promise.all(
+      bySeq.map(async ({ ref }) => (await stepRow(taskId, ref.seq))?.id),
+    );
+    await markOutcomesApplied(
+      tx,
+      ids.map((id) => id ?? 0),
+    );
+  });
+}
+
+/** outcome-applier.ts, `complete` of a branch: the join when every branch is done, `continue`. */
+async function branchCompletedByThePass(
+  tx: Transaction,
+  locked: TaskRecord,
+  { ref }: OutcomeToRecord,
+): Promise<void> {
+  const step = await stepRow(locked.id, ref.seq);
+  assert.ok(step?.fanOutOf !== null && step?.fanOutOf !== undefined);
+  const join = await joinIfComplete(tx, locked, step.fanOutOf);
+  const result = await applyTransition(tx, {
+    taskId: locked.id,
+    step: step.name,
+    event: { type: 'continue' },
+    data: { branch: step.branchIndex, ...(join ? { join: join.name } : {}) },
+    ...(join ? { patch: { currentStep: join.name } } : {}),
+  });
+  assert.equal(result.ok, true);
+}
+
+/** outcome-applier.ts, `next` / `fanOut`: startContinuation, then the `continue` transition. */
+async function continuedByThePass(
+  tx: Transaction,
+  locked: TaskRecord,
+  { ref, outcome }: OutcomeToRecord,
+): Promise<void> {
+  const step = await stepRow(locked.id, ref.seq);
+  assert.ok(step);
+  const continuation = continuationOf(outcome);
+  assert.ok(continuation);
+  const started = await startContinuation(tx, locked, continuation, {
+    seq: step.seq,
+    fanOutOf: step.fanOutOf,
+    branchIndex: step.branchIndex,
+  });
+  assert.ok(started.ok);
+  const result = await applyTransition(tx, {
+    taskId: locked.id,
+    step: step.name,
+    event: { type: 'continue' },
+    data: { next: started.steps },
+    patch: { currentStep: started.label },
+  });
+  assert.equal(result.ok, true);
+}
+
+describe('fan-outs', () => {
+  it('adds the branches and continues the task as the pass would', async () => {
+    const here = await startedTask();
+    const twin = await startedTask();
+
+    const [recording] = await recordStepOutcomes(handle.db, [at(here, 1, fanOut(3))]);
+    assert.deepEqual(recording, {
+      kind: 'continued',
+      added: [2, 3, 4].map((seq) => ({ seq, name: 'work', resource: 'tool:x', priority: 2 })),
+    });
+    await appliedOneByOne([at(twin, 1, fanOut(3))], continuedByThePass);
+
+    const mine = await written(here);
+    assert.deepEqual(mine, await written(twin));
+    assert.equal(mine.columns.currentStep, 'work ×3');
+    assert.deepEqual(
+      mine.steps.map((step) => [step.seq, step.status, step.fanOutOf, step.branchIndex]),
+      [
+        [1, 'succeeded', null, null],
+        [2, 'ready', 1, 0],
+        [3, 'ready', 1, 1],
+        [4, 'ready', 1, 2],
+      ],
+    );
+    assert.deepEqual(mine.steps[3]?.input, { n: 2 });
+    assert.deepEqual(mine.events.at(-1)?.data, { next: ['work', 'work', 'work'] });
+  });
+
+  it('completes a branch, and with the last one adds the join, as the pass would', async () => {
+    const here = await fannedOutTask(2);
+    const twin = await fannedOutTask(2);
+    const first = (taskId: string) => at(taskId, 3, done('second branch'));
+    const last = (taskId: string) => at(taskId, 2, done('first branch'));
+
+    // A branch done before others: the task goes on, nothing is added, its step stays.
+    assert.deepEqual(await recordStepOutcomes(handle.db, [first(here)]), [
+      { kind: 'continued', added: [] },
+    ]);
+    await appliedOneByOne([first(twin)], branchCompletedByThePass);
+    assert.deepEqual(await written(here), await written(twin));
+    assert.equal((await written(here)).columns.currentStep, 'work ×2');
+
+    // The last branch: the join, with the outputs in branch order.
+    assert.deepEqual(await recordStepOutcomes(handle.db, [last(here)]), [
+      {
+        kind: 'continued',
+        added: [{ seq: 4, name: 'merge', resource: 'tool:y', priority: 2 }],
+      },
+    ]);
+    await appliedOneByOne([last(twin)], branchCompletedByThePass);
+    const mine = await written(here);
+    assert.deepEqual(mine, await written(twin));
+    assert.equal(mine.columns.currentStep, 'merge');
+    assert.deepEqual(mine.steps[3]?.input, { outputs: ['first branch', 'second branch'] });
+    assert.equal(mine.steps[3]?.joinOf, 1);
+    assert.deepEqual(
+      mine.events.slice(-2).map((event) => [event.type, event.data]),
+      [
+        ['step_succeeded', { seq: 2 }],
+        ['continue', { branch: 0, join: 'merge' }],
+      ],
+    );
+  });
+
+  it('applies several branch outcomes of one task in one write, in the order of their steps', async () => {
+    const here = await fannedOutTask(3);
+    const twin = await fannedOutTask(3);
+    // Given out of order; one branch goes on to a second step, so no join yet.
+    const outcomes = (taskId: string) => [
+      at(taskId, 4, done('third')),
+      at(taskId, 2, { type: 'next', step: 'work', input: { again: true }, output: 'first, half' }),
+      at(taskId, 3, done('second')),
+    ];
+    const recordings = await recordStepOutcomes(handle.db, outcomes(here));
+    assert.deepEqual(
+      recordings.map((recording) => recording.kind),
+      ['continued', 'continued', 'continued'],
+    );
+    // The added step is told with the task's last outcome (its last step, seq 4).
+    assert.deepEqual(recordings[0], {
+      kind: 'continued',
+      added: [{ seq: 5, name: 'work', resource: 'tool:x', priority: 2 }],
+    });
+    await appliedOneByOne(outcomes(twin), (tx, locked, applying) =>
+      applying.outcome.type === 'next'
+        ? continuedByThePass(tx, locked, applying)
+        : branchCompletedByThePass(tx, locked, applying),
+    );
+    const mine = await written(here);
+    assert.deepEqual(mine, await written(twin));
+    // The next step stays in its branch.
+    assert.deepEqual(
+      [mine.steps[4]?.fanOutOf, mine.steps[4]?.branchIndex, mine.steps[4]?.status],
+      [1, 0, 'ready'],
+    );
+    assert.deepEqual(
+      mine.events.slice(-6).map((event) => [event.type, event.data]),
+      [
+        ['step_succeeded', { seq: 4 }],
+        ['step_succeeded', { seq: 2 }],
+        ['step_succeeded', { seq: 3 }],
+        ['continue', { next: ['work'] }],
+        ['continue', { branch: 1 }],
+        ['continue', { branch: 2 }],
+      ],
+    );
+
+    // The branch's second step completes it, the last branch: the join.
+    await handle.db
+      .update(taskSteps)
+      .set({ status: 'running', dispatchCount: 1 })
+      .where(and(eq(taskSteps.taskId, here), eq(taskSteps.seq, 5)));
+    const [joined] = await recordStepOutcomes(handle.db, [at(here, 5, done('first'))]);
+    assert.deepEqual(joined, {
+      kind: 'continued',
+      added: [{ seq: 6, name: 'merge', resource: 'tool:y', priority: 2 }],
+    });
+    assert.deepEqual((await stepRow(here, 6))?.input, { outputs: ['first', 'second', 'third'] });
+  });
+
+  it('adds the join when the last branches finish in one write, with the first of them', async () => {
+    const here = await fannedOutTask(2);
+    const twin = await fannedOutTask(2);
+    const outcomes = (taskId: string) => [at(taskId, 3, done('b')), at(taskId, 2, done('a'))];
+    const recordings = await recordStepOutcomes(handle.db, outcomes(here));
+    assert.deepEqual(recordings, [
+      { kind: 'continued', added: [{ seq: 4, name: 'merge', resource: 'tool:y', priority: 2 }] },
+      { kind: 'continued', added: [] },
+    ]);
+    await appliedOneByOne(outcomes(twin), branchCompletedByThePass);
+    const mine = await written(here);
+    assert.deepEqual(mine, await written(twin));
+    assert.deepEqual(
+      mine.events.slice(-2).map((event) => event.data),
+      [{ branch: 0, join: 'merge' }, { branch: 1 }],
+    );
+  });
+
+  it('leaves a task’s branch outcomes to the scheduler when one of them cannot apply', async () => {
+    const taskId = await fannedOutTask(2);
+    assert.deepEqual(await kinds([at(taskId, 2, done('a')), at(taskId, 3, failed)]), [
+      'recorded',
+      'recorded',
+    ]);
+    assert.equal((await stepRow(taskId, 2))?.outcomeAppliedAt, null);
+    assert.equal(await stepRow(taskId, 4), undefined);
+  });
+
+  it('sees a sibling branch that finished while it waited for the task, and adds the join once', async () => {
+    const taskId = await fannedOutTask(2);
+    let finishSibling!: () => void;
+    const siblingMayCommit = new Promise<void>((resolve) => (finishSibling = resolve));
+    let siblingWrote!: () => void;
+    const siblingHoldsTheTask = new Promise<void>((resolve) => (siblingWrote = resolve));
+    // Another executor's write of the other branch holds the task until told to commit.
+    const sibling = handle.db.transaction(async (tx) => {
+      const recorded = await recordStepOutcomesIn(tx, [at(taskId, 2, done('a'))]);
+      siblingWrote();
+      await siblingMayCommit;
+      return recorded;
+    });
+    await siblingHoldsTheTask;
+    const mine = recordStepOutcomes(handle.db, [at(taskId, 3, done('b'))]);
+    await waitFor(async () => (await waitingForLocks()) > 0);
+    finishSibling();
+
+    assert.deepEqual(await sibling, [{ kind: 'continued', added: [] }]);
+    assert.deepEqual(await mine, [
+      { kind: 'continued', added: [{ seq: 4, name: 'merge', resource: 'tool:y', priority: 2 }] },
+    ]);
+    const joins = await handle.db
+      .select()
+      .from(taskSteps)
+      .where(and(eq(taskSteps.taskId, taskId), eq(taskSteps.joinOf, 1)));
+    assert.equal(joins.length, 1);
+    assert.deepEqual(joins[0]?.input, { outputs: ['a', 'b'] });
+  });
+});
+
+/** Sessions of this database waiting for a lock. */
+async function waitingForLocks(): Promise<number> {
+  const rows = await handle.db.execute<{ n: number }>(sql`
+    select count(*)::int as n from pg_stat_activity
+    where datname = current_database() and wait_event_type = 'Lock'`);
+  return Number(rows[0]?.n ?? 0);
+}
+
+/** Resolves once `condition` holds, asking again every few milliseconds (at most 10 s). */
+async function waitFor(condition: () => Promise<boolean>): Promise<void> {
+  const deadline = Date.now() + 10_000;
+  while (!(await condition())) {
+    if (Date.now() > deadline) throw new Error('the condition did not hold within 10 s');
+    await new Promise((resolve) => setTimeout(resolve, 5));
+  }
+}
