@@ -198,7 +198,13 @@ const START_STEP = {
   summary:
     'SELECT tasks UPDATE task_steps UPDATE tasks INSERT task_events SELECT task_steps SELECT task_events',
 };
-const RECORD_OUTCOME = { summary: 'UPDATE task_steps UPDATE tasks INSERT task_events' };
+/**
+ * The outcome write's summary: lock the tasks, record the steps' outcomes, add the steps the usual
+ * outcomes start, apply their transitions, append the events.
+ */
+const RECORD_OUTCOME = {
+  summary: 'SELECT tasks UPDATE task_steps INSERT task_steps UPDATE tasks INSERT task_events',
+};
 
 function start(deps: StepRunnerDeps, ref: StepDispatchRef): Promise<Started> {
   return withDatabaseSpan(deps.db, START_STEP, () => startTransaction(deps, ref));
