@@ -48,7 +48,14 @@ before(async () => {
            t.input_hash, 'succeeded'
     from tasks t, generate_series(1, ${OTHER_TASKS})
     where t.id = ${taskId}`);
+  // Each with a step, running (as under high limits: an index of the running steps is no help),
+  // so that a scan of every step row costs what it would.
+  await handle.db.execute(sql`
+    insert into task_steps (task_id, seq, name, resource, tenant_id, priority, status, input)
+    select t.id, 1, 'work', 'tool', t.tenant_id, t.priority, 'running', '{}'::jsonb
+    from tasks t where t.id <> ${taskId}`);
   await handle.db.execute(sql`analyze tasks`);
+  await handle.db.execute(sql`analyze task_steps`);
 });
 
 after(async () => {

@@ -29,6 +29,7 @@ import { KeptConnection } from '../kept-connection.js';
 import { rowsOf, transactionInOneWrite, type Rows } from '../one-write.js';
 import { usualTransition } from '../transition.js';
 import { inputTaskIds, textArrayOf } from './batch-input.js';
+import { genericPlansForTransaction } from './plan-cache.js';
 import { stepsLabel } from './steps-label.js';
 import type { StepDispatchRef } from './steps.js';
 
@@ -91,7 +92,7 @@ export async function recordStepOutcomes(
       : await transactionInOneWrite(writer, statements.all);
   // A statement that failed rolled the transaction back: its error, whichever it was.
   for (const result of settled) rowsOf(result);
-  return recordingsOf(outcomes, rowsOf(settled[1]));
+  return recordingsOf(outcomes, rowsOf(settled.at(-1)));
 }
 
 /** {@link recordStepOutcomes} in the caller's transaction (two round trips). */
@@ -181,7 +182,9 @@ function applicableOf(outcome: StepOutcome): {
 /**
  * The outcome write's statements: `lock` takes the task rows in id order (as every writer locks a
  * task before its steps, and as two writes must to never wait for each other in a circle); `write`
- * records and applies; `all` both, in order.
+ * records and applies; `all` the transaction of its own: generic plans for the rest (the write is
+ * planned once per connection: a custom plan of it costs several milliseconds, and its estimates
+ * do not depend on its parameter), `lock`, then `write`.
  */
 export function outcomeWriteStatements(outcomes: readonly OutcomeToRecord[]): {
   readonly lock: SQL;
@@ -192,7 +195,7 @@ export function outcomeWriteStatements(outcomes: readonly OutcomeToRecord[]): {
   const lock = sql`
     select id from tasks where id = any(${textArrayOf(taskIds)}::uuid[]) order by id for update`;
   const write = outcomeWriteStatement(outcomes);
-  return { lock, write, all: [lock, write] };
+  return { lock, write, all: [genericPlansForTransaction(), lock, write] };
 }
 
 /**
@@ -244,7 +247,10 @@ function outcomeWriteStatement(outcomes: readonly OutcomeToRecord[]): SQL {
              end as kind
       from input i
       join task_steps s on s.task_id = i.task_id and s.seq = i.seq
-      where s.dispatch_count = i.dispatch and s.status = 'running'
+      -- The ids as an array too: through the (task, seq) key, not a scan of every step (see
+      -- inputTaskIds).
+      where s.task_id = any(${inputTaskIds})
+        and s.dispatch_count = i.dispatch and s.status = 'running'
       order by s.id
       for update of s
     ), manifest as (
