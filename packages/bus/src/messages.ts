@@ -29,9 +29,9 @@ export interface StepResult {
   readonly task_id: string;
   readonly step_seq: number;
   /**
-   * The executor's write applied the outcome too (the usual completion or continuation), so the
-   * scheduler's outcome pass has nothing to do for it; `resource`, the step's, is where the
-   * scheduler counts the attempt in its retry budget.
+   * The executor's write applied the outcome too (a usual outcome: completion, continuation,
+   * fan-out, a branch's completion), so the scheduler's outcome pass has nothing to do for it;
+   * `resource`, the step's, is where the scheduler counts the attempt in its retry budget.
    */
   readonly applied?: { readonly resource: string };
 }

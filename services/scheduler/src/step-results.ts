@@ -1,11 +1,11 @@
 /**
  * What a `step.result` message (an executor recorded a step's outcome) asks of the scheduler.
  *
- * A recorded outcome waits for the outcome pass; one whose write applied it too (the usual
- * completion or continuation, `recordStepOutcomes`) leaves the pass nothing to do, so it does not
- * wake it (an empty pass still costs a transaction), and its attempt is counted in the resource's
- * retry budget here, since no pass of this replica will count it. Either way the step left the
- * in-flight count, so its slot is free (freed-slots.ts).
+ * A recorded outcome waits for the outcome pass; one whose write applied it too (a usual outcome,
+ * `recordStepOutcomes`) leaves the pass nothing to do, so it does not wake it (an empty pass still
+ * costs a transaction), and its attempt is counted in the resource's retry budget here, since no
+ * pass of this replica will count it. Either way the step left the in-flight count, so its slot is
+ * free (freed-slots.ts).
  *
  * The scheduler replicas share the result subject as one queue group: each result reaches one of
  * them, so each counts about its share of the attempts applied by executors, as each applies about

@@ -85,11 +85,14 @@ export async function recordStepOutcomes(
   outcomes: readonly OutcomeToRecord[],
 ): Promise<OutcomeRecording[]> {
   if (outcomes.length === 0) return [];
-  const statements = outcomeWriteStatements(outcomes);
+  const { lock, write } = outcomeWriteStatements(outcomes);
+  // Generic plans first: the write is planned once per connection (a custom plan of it costs
+  // several milliseconds, and its estimates do not depend on its parameter).
+  const statements = [genericPlansForTransaction(), lock, write];
   const settled =
     writer instanceof KeptConnection
-      ? await writer.transaction(statements.all)
-      : await transactionInOneWrite(writer, statements.all);
+      ? await writer.transaction(statements)
+      : await transactionInOneWrite(writer, statements);
   // A statement that failed rolled the transaction back: its error, whichever it was.
   for (const result of settled) rowsOf(result);
   return recordingsOf(outcomes, rowsOf(settled.at(-1)));
@@ -180,22 +183,19 @@ function applicableOf(outcome: StepOutcome): {
 }
 
 /**
- * The outcome write's statements: `lock` takes the task rows in id order (as every writer locks a
- * task before its steps, and as two writes must to never wait for each other in a circle); `write`
- * records and applies; `all` the transaction of its own: generic plans for the rest (the write is
- * planned once per connection: a custom plan of it costs several milliseconds, and its estimates
- * do not depend on its parameter), `lock`, then `write`.
+ * The outcome write's statements, run in this order in one transaction: `lock` takes the task rows
+ * in id order (as every writer locks a task before its steps, and as two writes must to never wait
+ * for each other in a circle); `write` records and applies, reading them as locked.
  */
 export function outcomeWriteStatements(outcomes: readonly OutcomeToRecord[]): {
   readonly lock: SQL;
   readonly write: SQL;
-  readonly all: SQL[];
 } {
   const taskIds = [...new Set(outcomes.map(({ ref }) => ref.taskId))];
   const lock = sql`
     select id from tasks where id = any(${textArrayOf(taskIds)}::uuid[]) order by id for update`;
   const write = outcomeWriteStatement(outcomes);
-  return { lock, write, all: [genericPlansForTransaction(), lock, write] };
+  return { lock, write };
 }
 
 /**
@@ -232,9 +232,10 @@ function outcomeWriteStatement(outcomes: readonly OutcomeToRecord[]): SQL {
              applicable text, new_steps jsonb, label text, join_step text, data jsonb)
       order by task_id, seq, dispatch, ord
     ), locked as materialized (
+      -- Locked by the statement before, in this transaction: read as they are now.
       select id, status, cancel_requested, pause_requested, approval_pending, type, type_version,
              tenant_id, priority, attempt
-      from tasks where id = any(${inputTaskIds}) order by id for update
+      from tasks where id = any(${inputTaskIds})
     ), mine as materialized (
       -- The steps the outcomes finish, still running under their dispatch, locked: what else
       -- changes them (heartbeats, the reconciler) holds no task lock, and the write below must
