@@ -104,11 +104,19 @@ async function setDepth(depth: number): Promise<void> {
   `;
 }
 
-/** Waits until the governor publishes a decision at `level`. */
-async function untilLevel(level: string): Promise<void> {
+/**
+ * Waits until the governor publishes a decision at `level` that read the queue depth as `depth`.
+ * The level alone is not enough: the governor reads the depth at a pace its cost allows
+ * (paced-read.ts), so a decision at the level wanted can still stand on an older reading, and
+ * move once the dwell of that reading's level runs out.
+ */
+async function untilSeen(depth: number, level: string): Promise<void> {
   const deadline = performance.now() + 20_000;
-  while (decisions.at(-1)?.decision.level !== level) {
-    assert.ok(performance.now() < deadline, `the governor reached ${level}`);
+  const seen = (decision: GovernorDecision | undefined) =>
+    decision?.level === level &&
+    (decision.signals ?? []).some((r) => r.signal === 'queue_depth' && r.value === depth);
+  while (!seen(decisions.at(-1)?.decision)) {
+    assert.ok(performance.now() < deadline, `the governor read ${depth} and reached ${level}`);
     await new Promise((resolve) => setTimeout(resolve, 20));
   }
 }
@@ -133,7 +141,7 @@ async function oscillate(low: number, high: number): Promise<{ changes: number; 
 describe('governor decisions under a load near a threshold', () => {
   it('change at most about twice per dwell time while the signal crosses both thresholds', async () => {
     await setDepth(0);
-    await untilLevel('normal');
+    await untilSeen(0, 'normal');
     const { changes, toggles } = await oscillate(EXIT - 5, ENTER + 5);
     const bound = 2 * Math.ceil(WINDOW_MS / DWELL_MS) + 1;
     assert.ok(
@@ -146,13 +154,13 @@ describe('governor decisions under a load near a threshold', () => {
 
   it('do not change at all while the signal stays inside the band', async () => {
     await setDepth(ENTER + 5);
-    await untilLevel('throttle');
+    await untilSeen(ENTER + 5, 'throttle');
     const { changes, toggles } = await oscillate(EXIT + 5, ENTER - 5);
     assert.ok(toggles > 10);
     assert.equal(changes, 0, 'inside the band the level holds');
     assert.equal(decisions.at(-1)?.decision.level, 'throttle');
     // And it still leaves the level once the signal really falls, after the dwell.
     await setDepth(0);
-    await untilLevel('normal');
+    await untilSeen(0, 'normal');
   });
 });
