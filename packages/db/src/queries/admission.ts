@@ -20,20 +20,43 @@ export function admissionLockKeyOf(resource: SQL): SQL {
 }
 
 /**
- * Whether this transaction holds the admission lock of the resource named by the SQL expression
- * `resource`, read from `heldKeys`: a relation of the `objid`s of {@link heldAdmissionLocks}. A
- * two-key advisory lock shows in `pg_locks` as classid = first key, objid = second key (an int4
- * read as an oid), objsubid = 2.
+ * The transaction-local setting in which a lock statement leaves the second keys of the admission
+ * locks it took, comma-separated, for the claim after it in the same transaction.
+ *
+ * Why not `pg_locks`: reading it copies the whole lock table (every partition of the lock manager
+ * and every backend's fast-path slots, under their locks), 0.1–0.9 ms per claim on this machine
+ * with ~30 connections (auto_explain, issue 7 session 30) and more with more connections, while
+ * the lock statement knows what it took. A statement that takes admission locks records them here
+ * (`recordAdmissionKeys`); one that took none leaves the setting empty, and a claim that runs
+ * without a lock statement before it finds nothing and claims nothing.
  */
-export function holdsAdmissionLock(resource: SQL, heldKeys: SQL): SQL {
-  return sql`${admissionLockKeyOf(resource)}::oid in (select objid from ${heldKeys})`;
+const ADMISSION_KEYS_SETTING = 'sluice.admission_keys';
+
+/**
+ * Records, for the rest of the transaction, the admission locks a statement took, beside those
+ * recorded before in it (advisory locks are held to the end of the transaction): `keys` is an
+ * aggregate over its rows of the second keys it locked, comma-separated, null when none.
+ */
+export function recordAdmissionKeys(keys: SQL): SQL {
+  return sql`set_config(${ADMISSION_KEYS_SETTING},
+    concat_ws(',', nullif(current_setting(${ADMISSION_KEYS_SETTING}, true), ''), ${keys}), true)`;
 }
 
-/** The admission locks this transaction holds now (taken by {@link lockAdmission}), one row each. */
+/**
+ * Whether this transaction holds the admission lock of the resource named by the SQL expression
+ * `resource`, read from `heldKeys`: a relation of the `key`s of {@link heldAdmissionLocks}.
+ */
+export function holdsAdmissionLock(resource: SQL, heldKeys: SQL): SQL {
+  return sql`${admissionLockKeyOf(resource)} in (select key from ${heldKeys})`;
+}
+
+/**
+ * The admission locks this transaction holds now (taken by {@link lockAdmission} or the urgent
+ * claim's try), one row each: the second keys their statement recorded.
+ */
 export function heldAdmissionLocks(): SQL {
-  return sql`select l.objid from pg_locks l
-    where l.locktype = 'advisory' and l.pid = pg_backend_pid() and l.granted
-      and l.classid = ${ADMISSION_LOCK_NAMESPACE}::oid and l.objsubid = 2`;
+  return sql`select unnest(string_to_array(
+      nullif(current_setting(${ADMISSION_KEYS_SETTING}, true), ''), ','))::int as key`;
 }
 
 /** Resource limit of a resource without a `resource_limits` row, unless the caller says otherwise. */
@@ -147,31 +170,38 @@ export function lockAdmissionStatement(limits: ResourceLimits): SQL {
         order by s.resource
         limit 1
       ) next
+    ), locks as materialized (
+      select r.resource, r.key,
+             case when r.has_room
+                  then pg_advisory_xact_lock(${ADMISSION_LOCK_NAMESPACE}::int, r.key)::text
+             end as locked
+      from (
+        select resource, ${admissionLockKeyOf(sql`resource`)} as key,
+               (select count(*) from task_steps f
+                where f.status in ('dispatched', 'running') and f.resource = d.resource)
+                 < l.max_in_flight - case
+                     when exists (
+                       select 1 from task_steps p
+                       where p.status = 'ready' and p.resource = d.resource and p.priority = 0
+                         and p.due_at <= now())
+                     then 0
+                     else ${urgentSlotsOf(sql`l.max_in_flight`, sql`d.resource`, limits)}
+                   end as has_room
+        from ready_resources d
+        cross join lateral (select ${resourceLimitOf(sql`d.resource`, limits)} as max_in_flight) l
+        where exists (
+          select 1 from task_steps s
+          where s.status = 'ready' and s.resource = d.resource and s.due_at <= now()
+        )
+        order by key, resource
+      ) r
+    ), noted as (
+      -- What the claim after this statement reads (heldAdmissionLocks); one row, also when no
+      -- resource has work.
+      select ${recordAdmissionKeys(sql`string_agg(key::text, ',') filter (where locked is not null)`)}
+      from locks
     )
-    select r.resource,
-           case when r.has_room
-                then pg_advisory_xact_lock(${ADMISSION_LOCK_NAMESPACE}::int, r.key)::text
-           end as locked
-    from (
-      select resource, ${admissionLockKeyOf(sql`resource`)} as key,
-             (select count(*) from task_steps f
-              where f.status in ('dispatched', 'running') and f.resource = d.resource)
-               < l.max_in_flight - case
-                   when exists (
-                     select 1 from task_steps p
-                     where p.status = 'ready' and p.resource = d.resource and p.priority = 0
-                       and p.due_at <= now())
-                   then 0
-                   else ${urgentSlotsOf(sql`l.max_in_flight`, sql`d.resource`, limits)}
-                 end as has_room
-      from ready_resources d
-      cross join lateral (select ${resourceLimitOf(sql`d.resource`, limits)} as max_in_flight) l
-      where exists (
-        select 1 from task_steps s
-        where s.status = 'ready' and s.resource = d.resource and s.due_at <= now()
-      )
-      order by key, resource
-    ) r
+    select l.resource, l.locked from noted cross join locks l
   `;
 }
 

@@ -130,8 +130,9 @@ export interface AdmissionClaim {
  *
  * The lock statement and the claim go out together, one round trip: Postgres runs the claim after
  * the lock statement, in a snapshot of its own, and the claim counts and claims only in the
- * resources whose admission lock this transaction now holds (it reads them from `pg_locks`). Were
- * the claim ever to run first, it would hold no lock and claim nothing: never too much.
+ * resources whose admission lock this transaction now holds (the lock statement records them in
+ * a transaction-local setting, `heldAdmissionLocks`). Were the claim ever to run first, it would
+ * find none recorded and claim nothing: never too much.
  */
 export async function claimAdmission(
   tx: Transaction,

@@ -17,7 +17,7 @@
 import { sql, TransactionRollbackError } from 'drizzle-orm';
 import type { Priority } from '@sluice/core';
 import type { Database, Transaction } from '../client.js';
-import { ADMISSION_LOCK_NAMESPACE, admissionLockKeyOf } from './admission.js';
+import { ADMISSION_LOCK_NAMESPACE, admissionLockKeyOf, recordAdmissionKeys } from './admission.js';
 import { textArrayOf } from './batch-input.js';
 import { genericPlansForTransaction } from './plan-cache.js';
 import {
@@ -55,10 +55,15 @@ export async function claimUrgentSteps(
   // its first P0 creates — at the onset of P0 work, when the machine is busiest (session 17).
   const planning = tx.execute(genericPlansForTransaction());
   // Three statements, one round trip (as `claimAdmission`): the claim runs after the locking
-  // statement, in a snapshot of its own, and claims only where this transaction got the lock.
+  // statement, in a snapshot of its own, and claims only where this transaction got the lock (the
+  // locking statement records which, `recordAdmissionKeys`).
   const locking = tx.execute(sql`
-    select pg_try_advisory_xact_lock(${ADMISSION_LOCK_NAMESPACE}::int, ${admissionLockKeyOf(sql`r`)})
-    from unnest(${textArrayOf([...new Set(resources)])}) r
+    with tried as materialized (
+      select key, pg_try_advisory_xact_lock(${ADMISSION_LOCK_NAMESPACE}::int, key) as locked
+      from (select ${admissionLockKeyOf(sql`r`)} as key
+            from unnest(${textArrayOf([...new Set(resources)])}) r) k
+    )
+    select ${recordAdmissionKeys(sql`string_agg(key::text, ',') filter (where locked)`)} from tried
   `);
   const claiming = tx.execute<ClaimRow>(claimReadyStepsStatement(limit, urgentOnly, 'locked'));
   const [, , rows] = await Promise.all([planning, locking, claiming]);
