@@ -9,7 +9,7 @@ import { storableText, type Priority, type StepOutcome } from '@sluice/core';
 import { ROOT_CONTEXT, context } from '@opentelemetry/api';
 import {
   encodeMessage,
-  wakeDispatcherFor,
+  wakeDispatcherForEach,
   extractTraceContext,
   type BusCatalog,
   type StepDispatch,
@@ -31,7 +31,6 @@ import {
   type GroupWriter,
   type OutcomeRecording,
   type OutcomeToRecord,
-  type ReadyStepRef,
   type StepDispatchRef,
   type StepRecord,
   type TaskRecord,
@@ -180,9 +179,7 @@ async function runStep(
   // Steps are ready (the next, the branches, the join): the dispatcher's wake-up for each
   // resource and priority, as for a created task's first step.
   if (recording.kind === 'continued') {
-    for (const wake of distinctWakes(recording.added)) {
-      wakeDispatcherFor(deps.nc, deps.catalog, 'step.continued', wake);
-    }
+    wakeDispatcherForEach(deps.nc, deps.catalog, 'step.continued', recording.added);
   }
   if (recorded) wakeScheduler(deps, ref, recording.kind !== 'recorded');
   log.info({ step: step.name, outcome: outcome.type, recording: recording.kind }, 'step finished');
@@ -458,13 +455,4 @@ function wakeScheduler(deps: StepRunnerDeps, ref: StepDispatchRef, applied = fal
       ...(applied ? { applied: { resource: deps.resource } } : {}),
     }),
   );
-}
-
-/** One wake-up per resource and priority of the steps an outcome added. */
-function distinctWakes(added: readonly ReadyStepRef[]): { resource: string; priority: Priority }[] {
-  const wakes = new Map<string, { resource: string; priority: Priority }>();
-  for (const { resource, priority } of added) {
-    wakes.set(`${resource}\u0000${priority}`, { resource, priority });
-  }
-  return [...wakes.values()];
 }

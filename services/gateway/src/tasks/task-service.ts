@@ -9,7 +9,8 @@ import type { NatsConnection } from '@nats-io/transport-node';
 import {
   decidedAdmission,
   encodeMessage,
-  wakeDispatcherFor,
+  wakeDispatcherForEach,
+  type WakeStep,
   listsPriority,
   type BusCatalog,
   type DecisionView,
@@ -230,7 +231,7 @@ export function createTaskService(deps: TaskServiceDeps): Partial<TaskServiceHan
     claimed: readonly ClaimedStep[],
   ): void => {
     const dispatched = new Set(claimed.map((step) => step.taskId));
-    const wakes = new Map<string, { resource: string; priority: Priority; dispatched?: true }>();
+    const wakes: WakeStep[] = [];
     for (const { task, taskType } of created) {
       const priority = task.priority as Priority;
       deps.metrics.tasksCreated.inc({ priority: `P${priority}` });
@@ -239,17 +240,13 @@ export function createTaskService(deps: TaskServiceDeps): Partial<TaskServiceHan
         'task created',
       );
       const resource = firstStepOf(taskType).resource;
-      if (dispatched.has(task.id)) {
-        wakes.set(`${resource}\u0000dispatched`, { resource, priority, dispatched: true });
-      } else {
-        wakes.set(`${resource}\u0000${priority}`, { resource, priority });
-      }
+      wakes.push(
+        dispatched.has(task.id) ? { resource, priority, dispatched: true } : { resource, priority },
+      );
     }
     // New ready steps are admission's business only (not the outcome or settle passes'); the
     // step's resource and priority let admission skip the look when that resource is full.
-    for (const step of wakes.values()) {
-      wakeDispatcherFor(deps.nc, deps.catalog, 'task.created', step);
-    }
+    wakeDispatcherForEach(deps.nc, deps.catalog, 'task.created', wakes);
   };
   /**
    * Starts reading the requests' task types while the caller's key is checked (two round trips at

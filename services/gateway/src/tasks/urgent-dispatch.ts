@@ -7,7 +7,7 @@
  */
 import type { JetStreamClient } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
-import { publishClaimedSteps, wakeDispatcherFor, type BusCatalog } from '@sluice/bus';
+import { publishClaimedSteps, wakeDispatcherForEach, type BusCatalog } from '@sluice/bus';
 import { recordPublishSeqs, releaseClaims, type ClaimedStep, type Database } from '@sluice/db';
 import type { Logger, Metrics, Tracer } from '@sluice/telemetry';
 
@@ -31,7 +31,5 @@ export async function dispatchUrgentSteps(
   await recordPublishSeqs(deps.db, published);
   if (failed.length === 0) return;
   await releaseClaims(deps.db, failed);
-  for (const { resource, priority } of failed) {
-    wakeDispatcherFor(deps.nc, deps.catalog, 'urgent.released', { resource, priority });
-  }
+  wakeDispatcherForEach(deps.nc, deps.catalog, 'urgent.released', failed);
 }
