@@ -8,7 +8,12 @@ import { sql } from 'drizzle-orm';
 import postgres from 'postgres';
 import { openDatabase, type DatabaseHandle } from './client.js';
 import { KeptConnection } from './kept-connection.js';
-import { createTestDatabase, waitForLockWaiter, type TestDatabase } from './testing/index.js';
+import {
+  createTestDatabase,
+  waitForLockWaiter,
+  withinSeconds,
+  type TestDatabase,
+} from './testing/index.js';
 
 let database: TestDatabase;
 
@@ -117,16 +122,3 @@ describe('KeptConnection', () => {
     });
   });
 });
-
-/** `promise`'s value, or "too late" when it has none after `seconds`. */
-async function withinSeconds<T>(seconds: number, promise: Promise<T>): Promise<T | 'too late'> {
-  let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<'too late'>((resolve) => {
-    timer = setTimeout(() => resolve('too late'), seconds * 1_000);
-  });
-  try {
-    return await Promise.race([promise, late]);
-  } finally {
-    clearTimeout(timer);
-  }
-}

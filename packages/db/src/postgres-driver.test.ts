@@ -5,7 +5,12 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import postgres from 'postgres';
-import { createTestDatabase, startTurnCounter, type TestDatabase } from './testing/index.js';
+import {
+  createTestDatabase,
+  startTurnCounter,
+  withinSeconds,
+  type TestDatabase,
+} from './testing/index.js';
 
 let database: TestDatabase;
 
@@ -98,21 +103,14 @@ describe('transactions of the postgres driver (Sluice patch: pipelined BEGIN)', 
 describe('the postgres driver after a connection dies (Sluice patch: porsager/postgres#1130)', () => {
   /** The answer of `query`, or its error code, or "hung" when it settled in neither within 10 s. */
   async function settled(query: Promise<unknown>): Promise<string> {
-    let timer: NodeJS.Timeout | undefined;
-    const deadline = new Promise<string>((resolve) => {
-      timer = setTimeout(() => resolve('hung'), 10_000);
-    });
-    try {
-      return await Promise.race([
-        query.then(
-          () => 'ok',
-          (error: unknown) => String((error as { code?: unknown }).code ?? error),
-        ),
-        deadline,
-      ]);
-    } finally {
-      clearTimeout(timer);
-    }
+    const answer = await withinSeconds(
+      10,
+      query.then(
+        () => 'ok',
+        (error: unknown) => String((error as { code?: unknown }).code ?? error),
+      ),
+    );
+    return answer === 'too late' ? 'hung' : answer;
   }
 
   /**
