@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
+import type { KV } from '@nats-io/kv';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { createBusCatalog } from './catalog.js';
 import { startDecisionView, UNGOVERNED, type DecisionView } from './decision-view.js';
@@ -10,9 +11,23 @@ import {
   type GovernorDecision,
 } from './governor-decision.js';
 import { deletePrefixResources, natsUrl, uniquePrefix } from './testing/index.js';
-import { openKvBuckets } from './topology.js';
+import { openGovernorBucket, openKvBuckets } from './topology.js';
 
 const quiet = { warn: () => undefined, info: () => undefined };
+
+/** A log that keeps the messages of its warnings and infos. */
+function recordingLog() {
+  const warnings: string[] = [];
+  const infos: string[] = [];
+  return {
+    warnings,
+    infos,
+    log: {
+      warn: (_fields: Record<string, unknown>, message: string) => void warnings.push(message),
+      info: (_fields: Record<string, unknown>, message: string) => void infos.push(message),
+    },
+  };
+}
 
 let nc: NatsConnection;
 /** The prefix of the test that opens the KV buckets (removed from the shared server after). */
@@ -97,5 +112,40 @@ describe('startDecisionView', () => {
     } finally {
       view.stop();
     }
+  });
+  it('waits for a governor that has not created its bucket yet without a warning', async () => {
+    const catalog = createBusCatalog(uniquePrefix('nobucket'));
+    const lines = recordingLog();
+    const view = await startDecisionView({
+      nc,
+      kv: await openGovernorBucket(nc, catalog),
+      subject: catalog.subjects.governorDecisions,
+      log: lines.log,
+    });
+    try {
+      assert.deepEqual(lines.warnings, []);
+      assert.deepEqual(lines.infos, ['no governor has published a decision yet; waiting for one']);
+      assert.equal(view.current(), UNGOVERNED);
+      publish(catalog.subjects.governorDecisions, {
+        ...normalDecision(1, 'g', new Date()),
+        holds: [3],
+      });
+      await until('the first decision is obeyed', () => view.current().holds.length === 1);
+    } finally {
+      view.stop();
+    }
+  });
+
+  it('warns when the stored decision cannot be read for another reason', async () => {
+    const lines = recordingLog();
+    const failing = { get: () => Promise.reject(new Error('connection lost')) };
+    const view = await startDecisionView({
+      nc,
+      kv: failing as unknown as KV,
+      subject: createBusCatalog(uniquePrefix('kvfail')).subjects.governorDecisions,
+      log: lines.log,
+    });
+    view.stop();
+    assert.deepEqual(lines.warnings, ['could not read the governor decision; waiting for one']);
   });
 });

@@ -8,6 +8,7 @@
  * open is deliberate — a dead governor must not freeze the queue; the limits in Postgres and the
  * executors' own gates still hold — and it is visible (a warning and `isStale()`).
  */
+import { JetStreamApiCodes, JetStreamApiError } from '@nats-io/jetstream';
 import type { KV } from '@nats-io/kv';
 import type { NatsConnection, Subscription } from '@nats-io/transport-node';
 import type { Priority } from '@sluice/core';
@@ -77,7 +78,16 @@ export async function startDecisionView(options: DecisionViewOptions): Promise<D
       const entry = await options.kv.get(DECISIONS_KEY);
       if (entry !== null && entry.operation === 'PUT') accept(decodeDecision(entry.value));
     } catch (error) {
-      options.log.warn({ err: error }, 'could not read the governor decision; waiting for one');
+      if (isMissingBucket(error)) {
+        // The governor creates its bucket when it first leads: before that there is nothing to
+        // read and nothing wrong (a stack's services start in any order).
+        options.log.info(
+          { subject: options.subject },
+          'no governor has published a decision yet; waiting for one',
+        );
+      } else {
+        options.log.warn({ err: error }, 'could not read the governor decision; waiting for one');
+      }
     }
   }
   const subscription: Subscription = options.nc.subscribe(options.subject, {
@@ -129,4 +139,9 @@ export function listsPriority(
   priority: Priority,
 ): boolean {
   return priorities?.includes(priority) ?? false;
+}
+
+/** Whether a read failed because the decisions bucket does not exist yet. */
+function isMissingBucket(error: unknown): boolean {
+  return error instanceof JetStreamApiError && error.code === JetStreamApiCodes.StreamNotFound;
 }
