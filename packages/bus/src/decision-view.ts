@@ -8,12 +8,12 @@
  * open is deliberate — a dead governor must not freeze the queue; the limits in Postgres and the
  * executors' own gates still hold — and it is visible (a warning and `isStale()`).
  */
-import { JetStreamApiCodes, JetStreamApiError } from '@nats-io/jetstream';
 import type { KV } from '@nats-io/kv';
 import type { NatsConnection, Subscription } from '@nats-io/transport-node';
 import type { Priority } from '@sluice/core';
 import { DECISIONS_KEY, decodeDecision, NOTHING_DECIDED } from './governor-decision.js';
 import type { GovernorDecision } from './governor-decision.js';
+import { isMissingGovernorBucket } from './topology.js';
 
 /** What a view answers while no fresh decision exists. */
 export const UNGOVERNED: GovernorDecision = {
@@ -78,7 +78,7 @@ export async function startDecisionView(options: DecisionViewOptions): Promise<D
       const entry = await options.kv.get(DECISIONS_KEY);
       if (entry !== null && entry.operation === 'PUT') accept(decodeDecision(entry.value));
     } catch (error) {
-      if (isMissingBucket(error)) {
+      if (isMissingGovernorBucket(error)) {
         // The governor creates its bucket when it first leads: before that there is nothing to
         // read and nothing wrong (a stack's services start in any order).
         options.log.info(
@@ -139,9 +139,4 @@ export function listsPriority(
   priority: Priority,
 ): boolean {
   return priorities?.includes(priority) ?? false;
-}
-
-/** Whether a read failed because the decisions bucket does not exist yet. */
-function isMissingBucket(error: unknown): boolean {
-  return error instanceof JetStreamApiError && error.code === JetStreamApiCodes.StreamNotFound;
 }

@@ -90,7 +90,7 @@ export type {
 } from './topology.js';
 
 export { createTopologyRepair, isMissingTopologyError } from './topology-repair.js';
-export { openGovernorBucket } from './topology.js';
+export { isMissingGovernorBucket, openGovernorBucket } from './topology.js';
 export {
   ADMISSION_LEVELS,
   AdmissionLevel,

@@ -336,3 +336,11 @@ async function openBucket(
 export function openGovernorBucket(nc: NatsConnection, catalog: BusCatalog): Promise<KV> {
   return new Kvm(nc).open(catalog.buckets.governor);
 }
+
+/**
+ * Whether a read of the bucket {@link openGovernorBucket} opened failed because the bucket does
+ * not exist yet: no governor has led (the governor creates it), which is no fault.
+ */
+export function isMissingGovernorBucket(error: unknown): boolean {
+  return apiCode(error) === STREAM_NOT_FOUND;
+}

@@ -8,7 +8,6 @@
  * governor interval, and survives every restart.
  */
 import type { KV } from '@nats-io/kv';
-import { JetStreamApiCodes, JetStreamApiError } from '@nats-io/jetstream';
 import {
   fromDuration,
   toDuration,
@@ -20,6 +19,7 @@ import {
   DECISIONS_KEY,
   DEFAULT_DECISION_STALE_MS,
   decodeDecision,
+  isMissingGovernorBucket,
   type BreakerView,
   type GovernorDecision,
 } from '@sluice/bus';
@@ -176,9 +176,7 @@ async function readDecision(kv: KV, log: Logger): Promise<GovernorDecision | und
   try {
     entry = await kv.get(DECISIONS_KEY);
   } catch (error) {
-    if (error instanceof JetStreamApiError && error.code === JetStreamApiCodes.StreamNotFound) {
-      return undefined;
-    }
+    if (isMissingGovernorBucket(error)) return undefined;
     throw error;
   }
   if (entry === null || entry.operation !== 'PUT') return undefined;
