@@ -34,12 +34,14 @@ const ADMISSION_KEYS_SETTING = 'sluice.admission_keys';
 
 /**
  * Records, for the rest of the transaction, the admission locks a statement took, beside those
- * recorded before in it (advisory locks are held to the end of the transaction): `keys` is an
- * aggregate over its rows of the second keys it locked, comma-separated, null when none.
+ * recorded before in it (advisory locks are held to the end of the transaction). An aggregate
+ * over the statement's rows: `key`, a row's second key (`admissionLockKeyOf`), recorded where
+ * `locked` holds.
  */
-export function recordAdmissionKeys(keys: SQL): SQL {
+export function recordAdmissionKeys(key: SQL, locked: SQL): SQL {
   return sql`set_config(${ADMISSION_KEYS_SETTING},
-    concat_ws(',', nullif(current_setting(${ADMISSION_KEYS_SETTING}, true), ''), ${keys}), true)`;
+    concat_ws(',', nullif(current_setting(${ADMISSION_KEYS_SETTING}, true), ''),
+              string_agg(${key}::text, ',') filter (where ${locked})), true)`;
 }
 
 /**
@@ -198,7 +200,7 @@ export function lockAdmissionStatement(limits: ResourceLimits): SQL {
     ), noted as (
       -- What the claim after this statement reads (heldAdmissionLocks); one row, also when no
       -- resource has work.
-      select ${recordAdmissionKeys(sql`string_agg(key::text, ',') filter (where locked is not null)`)}
+      select ${recordAdmissionKeys(sql`key`, sql`locked is not null`)}
       from locks
     )
     select l.resource, l.locked from noted cross join locks l

@@ -63,7 +63,7 @@ export async function claimUrgentSteps(
       from (select ${admissionLockKeyOf(sql`r`)} as key
             from unnest(${textArrayOf([...new Set(resources)])}) r) k
     )
-    select ${recordAdmissionKeys(sql`string_agg(key::text, ',') filter (where locked)`)} from tried
+    select ${recordAdmissionKeys(sql`key`, sql`locked`)} from tried
   `);
   const claiming = tx.execute<ClaimRow>(claimReadyStepsStatement(limit, urgentOnly, 'locked'));
   const [, , rows] = await Promise.all([planning, locking, claiming]);
