@@ -156,7 +156,7 @@ export type {
   TaskEventNotice,
 } from './messages.js';
 
-export { wakeDispatcherFor, wakeDispatcherForEach, type WakeStep } from './ready-step-wake.js';
+export { wakeDispatcherForEach, type WakeStep } from './ready-step-wake.js';
 
 export { decodeStepAdvisory } from './advisories.js';
 export type { StepAdvisory, StepAdvisoryKind } from './advisories.js';

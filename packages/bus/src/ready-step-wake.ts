@@ -11,21 +11,11 @@ import { encodeMessage, type Wake } from './messages.js';
 /** What a wake-up names: a ready step's resource and priority, or a step dispatched already. */
 export type WakeStep = NonNullable<Wake['step']>;
 
-/** Publishes the dispatcher's wake-up for `step`; `reason` is for logs (e.g. `task.created`). */
-export function wakeDispatcherFor(
-  nc: Pick<NatsConnection, 'publish'>,
-  catalog: BusCatalog,
-  reason: string,
-  step: WakeStep,
-): void {
-  nc.publish(catalog.subjects.wake('dispatch'), encodeMessage({ type: 'wake', reason, step }));
-}
-
 /**
  * Publishes one wake-up per distinct resource, priority and `dispatched` of `steps` (a created
- * task's first steps, the steps an outcome added, urgent claims handed back): the
- * dispatcher looks at a resource once per wake-up, so a second one alike would only cost it a
- * look that finds what the first found.
+ * task's first steps, the steps an outcome added, urgent claims handed back): the dispatcher looks
+ * at a resource once per wake-up, so a second one alike would only cost it a look that finds what
+ * the first found. `reason` is for logs (e.g. `task.created`).
  */
 export function wakeDispatcherForEach(
   nc: Pick<NatsConnection, 'publish'>,
@@ -40,11 +30,12 @@ export function wakeDispatcherForEach(
     woken.add(key);
     // Only what a wake-up names: the steps given may carry more (a sequence, a name).
     const { resource, priority, dispatched } = step;
-    wakeDispatcherFor(
-      nc,
-      catalog,
-      reason,
-      dispatched ? { resource, priority, dispatched } : { resource, priority },
+    const named: WakeStep = dispatched
+      ? { resource, priority, dispatched }
+      : { resource, priority };
+    nc.publish(
+      catalog.subjects.wake('dispatch'),
+      encodeMessage({ type: 'wake', reason, step: named }),
     );
   }
 }
