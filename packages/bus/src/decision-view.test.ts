@@ -1,6 +1,5 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import type { KV } from '@nats-io/kv';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { createBusCatalog } from './catalog.js';
 import { startDecisionView, UNGOVERNED, type DecisionView } from './decision-view.js';
@@ -137,15 +136,20 @@ describe('startDecisionView', () => {
   });
 
   it('warns when the stored decision cannot be read for another reason', async () => {
+    // A real failure: the bucket's connection is closed before the read.
+    const catalog = createBusCatalog(uniquePrefix('kvfail'));
+    const other = await connect({ servers: natsUrl() });
+    const kv = await openGovernorBucket(other, catalog);
+    await other.close();
     const lines = recordingLog();
-    const failing = { get: () => Promise.reject(new Error('connection lost')) };
     const view = await startDecisionView({
       nc,
-      kv: failing as unknown as KV,
-      subject: createBusCatalog(uniquePrefix('kvfail')).subjects.governorDecisions,
+      kv,
+      subject: catalog.subjects.governorDecisions,
       log: lines.log,
     });
     view.stop();
     assert.deepEqual(lines.warnings, ['could not read the governor decision; waiting for one']);
+    assert.deepEqual(lines.infos, []);
   });
 });
