@@ -28,9 +28,12 @@ const quiet = createLogger({
   destination: new Writable({ write: (_chunk, _encoding, done) => done() }),
 });
 
-async function eventually(condition: () => boolean, what: string): Promise<void> {
+async function eventually(
+  condition: () => boolean | Promise<boolean>,
+  what: string,
+): Promise<void> {
   const deadline = Date.now() + 20_000;
-  while (!condition()) {
+  while (!(await condition())) {
     if (Date.now() > deadline) throw new Error(`timed out waiting until ${what}`);
     await new Promise((resolve) => setTimeout(resolve, 20));
   }
@@ -230,6 +233,15 @@ describe('startPriorityPuller with a pull batch', () => {
     const started: string[] = [];
     const { puller, finishFirst } = await startBusyPuller(js, started);
     const waitingHere = Array.from({ length: PULL_BATCH }, (_, i) => `p3-${102 + i}`);
+    // Every message delivered before the stop: one still on its way when the pulls close reaches
+    // no reader and waits out the ack wait (30 s), which no hand-back can shorten. The consumer's
+    // answer comes on the same connection after the deliveries it counts.
+    await eventually(async () => {
+      const consumer = await bus
+        .jsm()
+        .consumers.info(catalog.streams.steps, catalog.consumers.step(RESOURCE, 3));
+      return consumer.num_pending === 0 && consumer.num_ack_pending === 1 + PULL_BATCH;
+    }, 'the running step and the waiting batch are delivered');
     const stopping = puller.stop();
     finishFirst();
     await stopping;
