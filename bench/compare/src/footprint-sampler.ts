@@ -98,6 +98,27 @@ export function cpuTicksOfStat(stat: string): number {
 }
 
 /**
+ * The machine's busy time in the `cpu` line of /proc/stat, in ticks: user, nice, system, irq and
+ * softirq (guest time is inside user already; idle, iowait and steal are not this machine's work).
+ */
+export function busyTicksOfProcStat(procStat: string): number {
+  const line = procStat.split('\n').find((l) => l.startsWith('cpu '));
+  if (line === undefined) throw new Error('no cpu line in /proc/stat');
+  const [user, nice, system, , , irq, softirq] = line.trim().split(/\s+/).slice(1).map(Number);
+  const busy = [user, nice, system, irq, softirq];
+  if (!busy.every((n) => Number.isFinite(n))) throw new Error('malformed cpu line in /proc/stat');
+  return busy.reduce((sum: number, n) => sum + (n as number), 0);
+}
+
+/**
+ * CPU seconds the whole machine has been busy since it booted, summed over its cores: every
+ * process and the kernel's own threads, those no system names included.
+ */
+export function machineBusySeconds(): number {
+  return busyTicksOfProcStat(readFileSync('/proc/stat', 'utf8')) / clockTicksPerSecond();
+}
+
+/**
  * One reading of `pid`, or undefined when it does not exist (anymore). Synchronous: reading /proc
  * never waits for a disk, and a sample read at once costs a fraction of one through the thread
  * pool — the sampler runs inside the bench process it measures.

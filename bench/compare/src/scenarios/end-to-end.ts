@@ -3,16 +3,20 @@
  * time at a fixed rate — a share (`--load`, default 50 %; the full set 25, 50 and 90 %) of the
  * system's drain rate (rates.ts) — and each is timed from its scheduled send time to its handler's
  * start and to its completion (where the system lets an observer see completions), p50/p95/p99 of
- * all samples. The enqueue call's own latency (Sluice: CreateTask) is reported too.
+ * all samples. The enqueue call's own latency (Sluice: CreateTask) is reported too, and the CPU
+ * per job of each of the system's processes and of the machine at that rate, between a quarter
+ * and three quarters of the starts (cpu-per-job.ts).
  *
  * A few warm-up jobs go first, one at a time, and are left out of the figures: a worker's first
  * job pays its start-up (a process for Sluice), which drain reports.
  */
 import { randomBytes } from 'node:crypto';
+import { CpuPerJobWindow } from '../cpu-per-job.js';
 import { Ledger } from '../ledger.js';
 import { epochNow } from '../latency.js';
 import type { Scenario, ScenarioContext, ScenarioResult } from '../scenario.js';
 import type { CompletionWatch, Job, QueueSystem } from '../system.js';
+import { SystemProcesses } from '../system-processes.js';
 import {
   COMPLETION_TIMEOUT_MS,
   handlingTimeoutMs,
@@ -75,6 +79,7 @@ export async function runArrivals(run: ArrivalRun): Promise<ScenarioResult> {
         `${count} measured jobs after ${WARM_UP_JOBS} warm-up jobs (in the ledger, not in the figures)`,
       );
       const watch = await system.watchCompletions?.();
+      const processes = new SystemProcesses(system);
       try {
         await system.startWorkers({ handler: starts.handler, concurrency: context.concurrency });
         context.progress.update(`${frame.label}: warming up`);
@@ -83,6 +88,9 @@ export async function runArrivals(run: ArrivalRun): Promise<ScenarioResult> {
           await starts.waitStarted([job.id], WARM_UP_TIMEOUT_MS);
         }
         await new Promise((resolve) => setTimeout(resolve, SETTLE_MS));
+        // Before the schedule is fixed: finding them may take a query.
+        await processes.startFinding();
+        const cpu = new CpuPerJobWindow(processes, count);
         const jobs = scheduledJobs({
           run: token,
           prefix: 'm',
@@ -90,8 +98,14 @@ export async function runArrivals(run: ArrivalRun): Promise<ScenarioResult> {
           firstAt: epochNow() + LEAD_MS,
           intervalMs,
         });
-        await measure(frame, { system, context, jobs, intervalMs, ledger, starts, watch });
+        await measure(frame, { system, context, jobs, intervalMs, ledger, starts, watch, cpu });
+        frame.figures.push(...cpu.figures());
+        frame.notes.push(cpu.note());
+        if (processes.refreshError !== undefined) {
+          frame.notes.push(`processes() failed: ${processes.refreshError}`);
+        }
       } finally {
+        processes.stop();
         await watch?.stop();
       }
     },
@@ -108,11 +122,15 @@ async function measure(
     readonly ledger: Ledger;
     readonly starts: StartLog;
     readonly watch: CompletionWatch | undefined;
+    readonly cpu: CpuPerJobWindow;
   },
 ): Promise<void> {
   const { jobs, ledger, starts, context } = run;
   let sent = 0;
+  // The warm-up jobs are in the ledger too, all started before the first measured send.
+  const measuredStarted = () => ledger.handled - WARM_UP_JOBS;
   const ticker = setInterval(() => {
+    run.cpu.observe(measuredStarted());
     context.progress.update(
       `${frame.label}: sent ${sent}/${jobs.length}, started ${ledger.handled}`,
     );
@@ -122,6 +140,8 @@ async function measure(
       sent += 1;
     });
     await awaitLedger(ledger, frame, handlingTimeoutMs(jobs.length));
+    // A run shorter than two ticks closes its window here, with every start in it.
+    run.cpu.observe(measuredStarted());
     frame.figures.push(
       { key: 'arrival_rate', label: 'arrivals', value: 1_000 / run.intervalMs, unit: 'jobs/s' },
       { key: 'measured_jobs', label: 'measured', value: jobs.length, unit: 'jobs' },

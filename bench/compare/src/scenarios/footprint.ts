@@ -23,20 +23,14 @@
  */
 import { randomBytes } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
-import {
-  FootprintSampler,
-  readProcess,
-  type CpuMark,
-  type RoleFootprint,
-} from '../footprint-sampler.js';
+import { readProcess, type CpuMark, type RoleFootprint } from '../footprint-sampler.js';
 import { Ledger } from '../ledger.js';
 import type { Scenario, ScenarioContext, ScenarioResult } from '../scenario.js';
 import type { Job, QueueSystem, SystemProcess } from '../system.js';
+import { BENCH_ROLE, SystemProcesses } from '../system-processes.js';
 import { enqueueInChunks, processBacklog, processingTimeoutMs } from './backlog.js';
 import { runFramed } from './framed-run.js';
 
-/** How often the system is asked for its processes (new connections, a started executor). */
-const REFRESH_INTERVAL_MS = 1_000;
 /** How long the set-up system is watched doing nothing, for its idle CPU. */
 const IDLE_WINDOW_MS = 2_000;
 /** Pause after the enqueue before the backlog's memory is read: let in-flight work settle. */
@@ -48,13 +42,6 @@ const BACKLOG_SETTLE_MS = 1_000;
 const SMOKE_IDLE_WINDOW_MS = 300;
 const SMOKE_BACKLOG_SETTLE_MS = 100;
 const MB = 1024 * 1024;
-/** The role of the bench process while it is not yet known whether the workers run in it. */
-const BENCH_ROLE = 'bench process';
-
-/** The bench process's role: only the client where the system's workers run elsewhere. */
-function benchRole(workersInBench: boolean): string {
-  return workersInBench ? 'bench process (client + workers)' : 'client';
-}
 
 export const footprint: Scenario = {
   name: 'footprint',
@@ -72,28 +59,9 @@ export const footprint: Scenario = {
     const run = randomBytes(4).toString('hex');
     const jobs: Job[] = Array.from({ length: count }, (_, i) => ({ id: `${run}-${i}` }));
     const ledger = new Ledger(jobs.map((j) => j.id));
-    const sampler = new FootprintSampler();
-    sampler.track({ role: BENCH_ROLE, pid: process.pid });
-    const seen = new Map<string, SystemProcess>();
-    let refreshError: string | undefined;
-    const refresh = async () => {
-      if (!system.processes) return;
-      try {
-        for (const p of await system.processes()) {
-          if (!seen.has(p.role)) seen.set(p.role, p);
-          sampler.track({
-            role: p.role,
-            pid: p.pid,
-            withDescendants: p.withDescendants,
-            memory: p.privateMemory === true ? 'private' : 'rss',
-            cpuFromStart: p.countFromStart,
-          });
-        }
-      } catch (error) {
-        refreshError ??= error instanceof Error ? error.message : String(error);
-      }
-    };
-    let refresher: NodeJS.Timeout | undefined;
+    const processes = new SystemProcesses(system);
+    const { sampler, seen } = processes;
+    const refresh = () => processes.refresh();
     // The harness alone (every adapter's libraries loaded), before the system adds to it.
     const benchIdle = readProcess(process.pid);
     return runFramed({
@@ -104,9 +72,7 @@ export const footprint: Scenario = {
       body: async (frame) => {
         const { figures, notes, label } = frame;
         try {
-          await refresh();
-          sampler.start();
-          refresher = setInterval(() => void refresh(), REFRESH_INTERVAL_MS);
+          await processes.start();
 
           // The system at rest: what its processes spend with nothing to do (polling, heartbeats),
           // which every phase below also pays for as long as it lasts.
@@ -149,17 +115,11 @@ export const footprint: Scenario = {
           const processingCpu = sampler.cpuSince(processingMark);
           const processingSeconds = processing.seconds;
 
-          const workersInBench = ![...seen.values()].some((p) => p.runsWorkers === true);
-          const roleName = (role: string) =>
-            role === BENCH_ROLE ? benchRole(workersInBench) : role;
+          const workersInBench = processes.workersInBench;
+          const roleName = (role: string) => processes.roleName(role);
           const shared = (role: string) => seen.get(role)?.shared === true;
-          /** Counted in the system's totals: its processes, and the bench process if it works. */
-          const counted = (role: string) => role !== BENCH_ROLE || workersInBench;
-          /** CPU seconds of one role, or of the system's totals (see {@link counted}). */
           const cpuOf = (cpu: ReadonlyMap<string, number>, role?: string) =>
-            [...cpu]
-              .filter(([r]) => (role === undefined ? counted(r) : r === role))
-              .reduce((sum, [, seconds]) => sum + seconds, 0);
+            processes.cpuOf(cpu, role);
           const perThousand = (cpu: ReadonlyMap<string, number>, role?: string) =>
             (cpuOf(cpu, role) * 1_000) / count;
           const idlePercent = (role?: string) => (cpuOf(idleCpu, role) / idleSeconds) * 100;
@@ -252,10 +212,11 @@ export const footprint: Scenario = {
             );
           }
           notes.push(...footprintNotes(system, final, seen, workersInBench));
-          if (refreshError !== undefined) notes.push(`processes() failed: ${refreshError}`);
+          if (processes.refreshError !== undefined) {
+            notes.push(`processes() failed: ${processes.refreshError}`);
+          }
         } finally {
-          clearInterval(refresher);
-          sampler.stop();
+          processes.stop();
         }
       },
     });
