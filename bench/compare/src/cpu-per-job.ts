@@ -58,7 +58,7 @@ export class CpuPerJobWindow {
     if (started < this.jobs * WINDOW_CLOSES || started <= this.#opened.started) return;
     const closed = this.read(started);
     const jobs = closed.started - this.#opened.started;
-    const cpu = this.processes.cpuSince(this.#opened.cpu);
+    const cpu = this.processes.sampler.cpuSince(this.#opened.cpu);
     const perJob = (seconds: number) => (seconds * 1_000) / jobs;
     this.#measured = {
       jobs,
@@ -106,6 +106,6 @@ export class CpuPerJobWindow {
   }
 
   private read(started: number): Reading {
-    return { started, cpu: this.processes.mark(), machineSeconds: machineBusySeconds() };
+    return { started, cpu: this.processes.sampler.mark(), machineSeconds: machineBusySeconds() };
   }
 }

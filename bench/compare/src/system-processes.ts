@@ -4,7 +4,7 @@
  * again every second, since a pool opens backends and a stack starts workers while it runs. The
  * footprint scenario reads memory and CPU per phase from it, end to end the CPU of a window.
  */
-import { FootprintSampler, type CpuMark } from './footprint-sampler.js';
+import { FootprintSampler } from './footprint-sampler.js';
 import type { QueueSystem, SystemProcess } from './system.js';
 
 /** The role of the bench process: the client, and the workers where a system runs them here. */
@@ -91,13 +91,5 @@ export class SystemProcesses {
     return [...cpu]
       .filter(([r]) => (role === undefined ? this.counted(r) : r === role))
       .reduce((sum, [, seconds]) => sum + seconds, 0);
-  }
-
-  mark(): CpuMark {
-    return this.sampler.mark();
-  }
-
-  cpuSince(mark: CpuMark): Map<string, number> {
-    return this.sampler.cpuSince(mark);
   }
 }

@@ -61,7 +61,6 @@ export const footprint: Scenario = {
     const ledger = new Ledger(jobs.map((j) => j.id));
     const processes = new SystemProcesses(system);
     const { sampler, seen } = processes;
-    const refresh = () => processes.refresh();
     // The harness alone (every adapter's libraries loaded), before the system adds to it.
     const benchIdle = readProcess(process.pid);
     return runFramed({
@@ -96,7 +95,7 @@ export const footprint: Scenario = {
 
           progress.update(`${label}: ${count} jobs backlogged, reading memory`);
           await new Promise((resolve) => setTimeout(resolve, backlogSettleMs));
-          await refresh();
+          await processes.refresh();
           sampler.sample();
           const backlog = sampler.footprints();
 
@@ -107,7 +106,7 @@ export const footprint: Scenario = {
             frame,
             completion: ledger,
             startWorkers: () => system.startWorkers({ handler: ledger.handler, concurrency }),
-            afterStart: refresh,
+            afterStart: () => processes.refresh(),
             timeoutMs: processingTimeoutMs(count),
             progressLine: () => `${label}: handled ${ledger.handled}/${count}`,
             onProgress: (line) => progress.update(line),
@@ -116,13 +115,11 @@ export const footprint: Scenario = {
           const processingSeconds = processing.seconds;
 
           const workersInBench = processes.workersInBench;
-          const roleName = (role: string) => processes.roleName(role);
           const shared = (role: string) => seen.get(role)?.shared === true;
-          const cpuOf = (cpu: ReadonlyMap<string, number>, role?: string) =>
-            processes.cpuOf(cpu, role);
           const perThousand = (cpu: ReadonlyMap<string, number>, role?: string) =>
-            (cpuOf(cpu, role) * 1_000) / count;
-          const idlePercent = (role?: string) => (cpuOf(idleCpu, role) / idleSeconds) * 100;
+            (processes.cpuOf(cpu, role) * 1_000) / count;
+          const idlePercent = (role?: string) =>
+            (processes.cpuOf(idleCpu, role) / idleSeconds) * 100;
           /** Memory of a role: its own, or for a shared server its growth since first sampled. */
           const memoryOf = (f: RoleFootprint, bytes: number) =>
             Math.max(0, shared(f.role) ? bytes - f.firstBytes : bytes) / MB;
@@ -175,7 +172,7 @@ export const footprint: Scenario = {
           );
           const final = sampler.footprints();
           for (const f of final) {
-            const name = roleName(f.role);
+            const name = processes.roleName(f.role);
             const suffix = shared(f.role) ? ' Δ' : '';
             const atBacklog = backlog.find((b) => b.role === f.role);
             figures.push(

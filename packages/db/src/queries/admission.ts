@@ -26,9 +26,9 @@ export function admissionLockKeyOf(resource: SQL): SQL {
  * Why not `pg_locks`: reading it copies the whole lock table (every partition of the lock manager
  * and every backend's fast-path slots, under their locks, so its cost grows with
  * `max_connections`): 0.1–0.9 ms of each claim on the benchmark machine (auto_explain, issue 7
- * session 30), while the lock statement knows what it took. A statement that takes admission locks records them here
- * (`recordAdmissionKeys`); one that took none leaves the setting empty, and a claim that runs
- * without a lock statement before it finds nothing and claims nothing.
+ * session 30), while the lock statement knows what it took. A statement that takes admission
+ * locks records them here (`recordAdmissionKeys`); one that took none leaves the setting empty,
+ * and a claim that runs without a lock statement before it finds nothing and claims nothing.
  */
 const ADMISSION_KEYS_SETTING = 'sluice.admission_keys';
 
