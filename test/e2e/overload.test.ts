@@ -124,6 +124,19 @@ after(async () => {
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
+/**
+ * Resolves once the governor has announced a decision: it leads, and the gateway, subscribed since
+ * its start, obeys what it decides. The stack is up once the governor process started, which may
+ * be before it leads; a flood sent before then is over before any reading of the queue.
+ */
+async function governorDeciding(): Promise<void> {
+  const deadline = Date.now() + 30_000;
+  while (decisions.length === 0) {
+    assert.ok(Date.now() < deadline, 'the governor announced a decision within 30 s');
+    await sleep(20);
+  }
+}
+
 /** The retry delay of a RESOURCE_EXHAUSTED answer (`google.rpc.RetryInfo`), in ms. */
 function retryDelayOf(error: unknown): number | undefined {
   if (!isServiceError(error) || Number(error.code) !== RESOURCE_EXHAUSTED) return undefined;
@@ -160,6 +173,8 @@ describe('overload: a P3 flood beside a steady P0 stream on a rate-limited LLM',
         return false;
       }
     };
+
+    await governorDeciding();
 
     // The LLM's counters over time, to measure 429s once the adaptive limit has settled.
     const samples: Array<ReturnType<FakeLlmServer['stats']>> = [];
