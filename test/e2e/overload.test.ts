@@ -179,6 +179,9 @@ describe('overload: a P3 flood beside a steady P0 stream on a rate-limited LLM',
     // The LLM's counters over time, to measure 429s once the adaptive limit has settled.
     const samples: Array<ReturnType<FakeLlmServer['stats']>> = [];
     const sampler = setInterval(() => samples.push(llm.stats()), 100);
+    // Also when an assertion fails first: a live interval kept the test file's process running
+    // until the runner's timeout (15 min).
+    t.after(() => clearInterval(sampler));
 
     // The flood (P3 in waves) and the stream (P0 one at a time) run side by side.
     const flood = (async () => {
