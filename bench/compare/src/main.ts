@@ -15,6 +15,7 @@ import { runBench, writeReport } from './bench.js';
 import { DEFAULT_LOADS, FULL_LOADS } from './scenarios/end-to-end.js';
 import { DEFAULT_SCENARIOS, SCENARIOS } from './scenarios/index.js';
 import { loadSystems } from './systems/index.js';
+import { settingsPrefix, sluiceServiceSettings } from './systems/sluice-settings.js';
 
 const REPO_ROOT = fileURLToPath(new URL('../../../', import.meta.url));
 const DEFAULT_CONCURRENCY = 16;
@@ -40,6 +41,10 @@ scenarios: ${[...SCENARIOS.keys()].join(', ')} (all: ${DEFAULT_SCENARIOS.join(',
   --smoke             tiny counts, to check the harness
   --out DIR           where to write results.md and the charts (default docs/benchmarks)
   --echo              print the output of the systems' own processes
+
+environment: SLUICE_* and OTEL_* variables reach Sluice's services (e.g.
+  SLUICE_PRIORITY_AGING_MS=0, or OTEL_EXPORTER_OTLP_ENDPOINT to trace a run); the report's
+  command line names them
 `;
 
 async function main(): Promise<number> {
@@ -102,7 +107,7 @@ async function main(): Promise<number> {
     concurrency,
     echo: values.echo,
     progress: true,
-    command: `npm run bench -- ${process.argv.slice(2).join(' ')}`.trim(),
+    command: benchCommand(),
   });
   const written = await writeReport(
     report,
@@ -110,6 +115,16 @@ async function main(): Promise<number> {
   );
   process.stdout.write(`wrote ${written.map((f) => path.relative(REPO_ROOT, f)).join(', ')}\n`);
   return report.results.every((r) => r.failure === undefined) ? 0 : 1;
+}
+
+/**
+ * The command line the report names: the services' settings taken from the environment first
+ * (sluice-settings.ts), then this invocation.
+ */
+function benchCommand(): string {
+  const settings = settingsPrefix(sluiceServiceSettings(process.env));
+  const invocation = `npm run bench -- ${process.argv.slice(2).join(' ')}`.trim();
+  return settings === '' ? invocation : `${settings} ${invocation}`;
 }
 
 /** `a=1,b=2` as `{ a: 1, b: 2 }` (positive integers). */

@@ -33,6 +33,7 @@ import { packageVersion } from '../versions.js';
 import { manifestOf } from '../../../../services/executor/src/task-registry.js';
 import { BENCH_RESOURCE, BENCH_TASK_TYPE, benchNoop } from './sluice-task-types.js';
 import { REPORT_ADDRESS_VARIABLE, startReportServer, type ReportServer } from './start-reports.js';
+import { sluiceServiceSettings } from './sluice-settings.js';
 
 const REPO_ROOT = fileURLToPath(new URL('../../../../', import.meta.url));
 const TASK_MODULE = fileURLToPath(new URL('./sluice-task-types.ts', import.meta.url));
@@ -83,7 +84,7 @@ export function createSluice(options: SluiceSystemOptions): QueueSystem & {
         resources: [],
         echo: options.echo,
         env: {
-          ...serviceSettingsFromEnv(),
+          ...sluiceServiceSettings(process.env),
           SLUICE_TASK_MODULES: TASK_MODULE,
           SLUICE_EXECUTOR_SLOTS: String(options.slots),
           [REPORT_ADDRESS_VARIABLE]: reports.address,
@@ -198,22 +199,6 @@ export function createSluice(options: SluiceSystemOptions): QueueSystem & {
       return [...services, ...postgresBackends(backends), ...(await machineNatsServer())];
     },
   };
-}
-
-/**
- * Service settings given to the bench (`SLUICE_PRIORITY_AGING_MS=0 npm run bench -- priority`),
- * passed on to the stack's services: any `SLUICE_*` variable but the test harness's own
- * (`SLUICE_TEST_*`). The stack's own settings (database, NATS prefix, slots) win over them.
- */
-function serviceSettingsFromEnv(): Record<string, string> {
-  return Object.fromEntries(
-    Object.entries(process.env).filter(
-      (entry): entry is [string, string] =>
-        entry[0].startsWith('SLUICE_') &&
-        !entry[0].startsWith('SLUICE_TEST_') &&
-        entry[1] !== undefined,
-    ),
-  );
 }
 
 /** The commit under test (with `+dirty` for uncommitted changes), or `unknown` outside git. */
