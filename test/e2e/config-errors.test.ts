@@ -7,9 +7,10 @@
  * so these tests fail loudly rather than start a stack.
  */
 import assert from 'node:assert/strict';
-import { after, describe, it } from 'node:test';
+import { after, before, describe, it } from 'node:test';
 import { natsUrl, uniquePrefix } from '@sluice/bus/testing';
 import { adminDatabaseUrl, databaseUrlFor } from '@sluice/db/testing';
+import { ensureServiceBundles } from '../support/service-bundles.js';
 import { ServiceProcess } from '../support/service-process.js';
 
 /** Starting node with tsx and failing the configuration takes well under a second; with margin. */
@@ -96,6 +97,8 @@ const CASES: readonly Case[] = [
   bad('executor', 'SLUICE_LLM_INITIAL_CONCURRENCY', '100', LLM),
   bad('scheduler', 'SLUICE_DECISION_STALE_MS', '10'),
 ];
+
+before(() => ensureServiceBundles());
 
 /** Every process this file started, killed in `after` whatever happened. */
 const started = new Set<ServiceProcess>();

@@ -4,7 +4,7 @@
  */
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
-import { describe, it } from 'node:test';
+import { before, describe, it } from 'node:test';
 import {
   SecretLeakError,
   findSecretLeaks,
@@ -13,6 +13,7 @@ import {
   registerUrlPassword,
   registeredSecrets,
 } from './secrets.js';
+import { ensureServiceBundles } from './service-bundles.js';
 import { ServiceProcess } from './service-process.js';
 
 const LLM_KEY = `llm-${randomBytes(8).toString('hex')}`;
@@ -66,6 +67,8 @@ describe('findSecretLeaks', () => {
 });
 
 describe('ServiceProcess.stop', () => {
+  before(() => ensureServiceBundles());
+
   it('fails when the service printed a secret, naming it and the line, the secret masked', async () => {
     // A service that stops at once on its configuration, naming the variable on stderr: that
     // name stands in for a secret it printed.

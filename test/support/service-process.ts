@@ -1,6 +1,7 @@
 /**
- * A Sluice service started as a real child process (`node --import tsx services/<x>/src/main.ts`),
- * with its JSON log lines parsed so tests can wait for what it reports.
+ * A Sluice service started as a real child process (`node --import tsx services/<x>/src/main.ts`,
+ * or its bundle for the gateway, scheduler and governor: service-bundles.ts), with its JSON log
+ * lines parsed so tests can wait for what it reports.
  *
  * Stopping one checks its whole output for secrets (test/support/secrets.ts): a service that
  * printed an API key, an LLM key or a password fails the stop, and so the test file that ran it.
@@ -10,6 +11,7 @@ import { createInterface } from 'node:readline';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { SecretLeakError, findSecretLeaks } from './secrets.js';
+import { bundledEntryOf } from './service-bundles.js';
 
 /** The repository root. */
 export const REPO_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
@@ -27,6 +29,12 @@ export interface ServiceProcessOptions {
   readonly env: Record<string, string>;
   /** Print the child's output as it comes (for debugging), default off. */
   readonly echo?: boolean;
+  /**
+   * Run the service from its sources through tsx, as deploy/run-service.sh does, even where a
+   * bundle exists (service-bundles.ts); default off. The benchmarks set it: what they measure is
+   * the service as deployed.
+   */
+  readonly fromSources?: boolean;
 }
 
 /** Errors a stopped service's log is summarised with (see `reportErrorLines`). */
@@ -60,9 +68,23 @@ export class ServiceProcess {
   private readonly child: ChildProcess;
   private readonly watchers = new Set<() => void>();
 
+  /**
+   * Starts the process.
+   *
+   * @throws Error for a bundled service whose bundle is missing or stale (service-bundles.ts):
+   *   `await ensureServiceBundles()` first, as `startStack` does.
+   */
   constructor(readonly options: ServiceProcessOptions) {
-    const entry = path.join(REPO_ROOT, 'services', options.service, 'src', 'main.ts');
-    const nodeArgs = [...cpuProfileArgs(options.name), '--import', 'tsx', entry];
+    const bundle = options.fromSources ? undefined : bundledEntryOf(options.service);
+    const entry = [
+      '--import',
+      'tsx',
+      path.join(REPO_ROOT, 'services', options.service, 'src', 'main.ts'),
+    ];
+    const nodeArgs = [
+      ...cpuProfileArgs(options.name),
+      ...(bundle === undefined ? entry : ['--enable-source-maps', bundle]),
+    ];
     this.child = spawn(process.execPath, [...nodeArgs, ...(options.args ?? [])], {
       cwd: REPO_ROOT,
       env: { PATH: process.env['PATH'] ?? '', ...options.env },

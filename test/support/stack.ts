@@ -9,6 +9,7 @@
 import { deletePrefixResources, deleteStaleTestResources } from '@sluice/bus/testing';
 import { registerSecret, registerUrlPassword } from './secrets.js';
 import { ServiceProcess } from './service-process.js';
+import { ensureServiceBundles } from './service-bundles.js';
 
 /** Environment variables whose values are credentials. */
 const SECRET_VARIABLE = /(API_KEY|SECRET|TOKEN|PASSWORD)$/;
@@ -30,6 +31,8 @@ export interface StackOptions {
   readonly echo?: boolean;
   /** Keep the prefix's streams and buckets at stop (the demo and `npm start` use the real prefix). */
   readonly keepNatsResources?: boolean;
+  /** Every service from its sources through tsx, none from a bundle (see ServiceProcess). */
+  readonly fromSources?: boolean;
 }
 
 /** A running stack. */
@@ -63,6 +66,7 @@ const STALE_TEST_RESOURCES_MS = 3 * 60 * 60 * 1000;
 
 export async function startStack(options: StackOptions): Promise<Stack> {
   await deleteStaleTestResources(options.natsUrl, STALE_TEST_RESOURCES_MS);
+  if (options.fromSources !== true) await ensureServiceBundles();
   const env: Record<string, string> = {
     NATS_URL: options.natsUrl,
     DATABASE_URL: options.databaseUrl,
@@ -89,6 +93,7 @@ export async function startStack(options: StackOptions): Promise<Stack> {
       args,
       env: { ...env, ...extra },
       echo: options.echo ?? false,
+      fromSources: options.fromSources ?? false,
     });
 
   const gateway = start('gateway', 'gateway', { SLUICE_GRPC_PORT: String(options.grpcPort ?? 0) });

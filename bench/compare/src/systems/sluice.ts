@@ -83,6 +83,8 @@ export function createSluice(options: SluiceSystemOptions): QueueSystem & {
         label: 'bench-compare',
         resources: [],
         echo: options.echo,
+        // The services as deployed (deploy/run-service.sh), not the tests' bundles.
+        fromSources: true,
         env: {
           ...sluiceServiceSettings(process.env),
           SLUICE_TASK_MODULES: TASK_MODULE,

@@ -1,0 +1,62 @@
+/**
+ * The services' bundles: built from the workspace's sources, every other package imported from
+ * where Node resolves it, `import.meta.url` kept per source file, and only the services that may be
+ * bundled. (That a bundled service runs and fails as its sources do is what every end-to-end test
+ * and config-errors.test.ts check.)
+ */
+import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import { before, describe, it } from 'node:test';
+import { BUNDLED_SERVICES, bundledEntryOf, ensureServiceBundles } from './service-bundles.js';
+import { REPO_ROOT } from './service-process.js';
+
+before(() => ensureServiceBundles());
+
+describe('service bundles', () => {
+  it('bundles the gateway, scheduler and governor, never the executor', () => {
+    assert.deepEqual([...BUNDLED_SERVICES].sort(), ['gateway', 'governor', 'scheduler']);
+    assert.equal(bundledEntryOf('executor'), undefined);
+  });
+
+  for (const service of ['gateway', 'scheduler', 'governor']) {
+    it(`${service}: built from the workspace's sources and the lockfile`, () => {
+      const entry = bundledEntryOf(service) ?? '';
+      assert.ok(entry.endsWith(`${service}.mjs`), entry);
+      const inputs = Object.keys(
+        (
+          JSON.parse(readFileSync(entry.replace(/\.mjs$/, '.inputs.json'), 'utf8')) as {
+            mtimes: Record<string, number>;
+          }
+        ).mtimes,
+      );
+      const relative = inputs.map((file) => path.relative(REPO_ROOT, file));
+      assert.ok(relative.includes(`services/${service}/src/main.ts`));
+      assert.ok(relative.includes('packages/runtime/src/run-service.ts'));
+      assert.ok(relative.includes('pnpm-lock.yaml'));
+      assert.ok(
+        relative.every((file) => !file.includes('node_modules')),
+        'no installed package is bundled',
+      );
+    });
+
+    it(`${service}: imports packages by the file Node resolves, keeps each source's URL`, () => {
+      const code = readFileSync(bundledEntryOf(service)!, 'utf8');
+      const specifiers = [...code.matchAll(/^import .* from "([^"]+)";$/gm)].map((m) => m[1]!);
+      assert.ok(specifiers.length > 5, 'imports of its own');
+      for (const specifier of specifiers) {
+        assert.match(specifier, /^(node:[a-z_/]+|[a-z_]+|file:\/\/\/.*\/node_modules\/.*)$/);
+      }
+      assert.ok(
+        specifiers.some((s) => s.includes('/node_modules/.pnpm/pino@')),
+        'pino from its own folder',
+      );
+      assert.doesNotMatch(code, /import\.meta\.url/, "the bundle's own URL is never used");
+    });
+  }
+
+  it("the gateway's descriptor set is read from where its source names it", () => {
+    const code = readFileSync(bundledEntryOf('gateway')!, 'utf8');
+    assert.ok(code.includes(`"file://${REPO_ROOT}/services/gateway/src/grpc/descriptor-set.ts"`));
+  });
+});

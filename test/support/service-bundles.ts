@@ -1,0 +1,170 @@
+/**
+ * The gateway, scheduler and governor as the tests and the demo start them: each bundled from its
+ * TypeScript into one ES module, so a process starts in about half the CPU that
+ * `node --import tsx` spends resolving and loading every module through tsx's loader thread, and
+ * with less memory (the gateway, on a 2-core machine: 1.4 CPU-s and 116 MB resident once started,
+ * against 2.8 s and 162 MB; the suite starts these three services well over a hundred times).
+ * Deployments run them through tsx (deploy/run-service.sh), and so do the benchmarks
+ * (`fromSources`), which measure the services as deployed; a bundle is the same code compiled by
+ * the esbuild that tsx compiles with (see docs/decisions.md).
+ *
+ * What is bundled is the workspace's own code (`@sluice/*` and the service). Every other package
+ * stays a module of its own, imported by the absolute path Node itself would resolve it to from
+ * the importing file (pnpm gives each package only its own dependencies, so a bare name would not
+ * resolve from the bundle's folder) under Node's conditions, so what runs is the package as
+ * published. `import.meta.url` stays each source file's own URL, so the paths built from it (the
+ * protos, the migrations) are the ones the sources name.
+ *
+ * The executor is not bundled: it imports the task modules it is configured with
+ * (`SLUICE_TASK_MODULES`, TypeScript) through tsx, and those import `@sluice/sdk`; a bundled copy of
+ * the SDK beside tsx's would make two (a `StepResultError` thrown by a handler would not be the
+ * executor's).
+ *
+ * A bundle is rebuilt when any file it was built from (or the lockfile) changed since; a stale one
+ * is never started (`bundledEntryOf` throws).
+ */
+import { randomBytes } from 'node:crypto';
+import { mkdir, readFile, rename, writeFile } from 'node:fs/promises';
+import { readFileSync, statSync } from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import { build, type Plugin } from 'esbuild';
+
+/** The services started from a bundle. */
+export const BUNDLED_SERVICES: ReadonlySet<string> = new Set(['gateway', 'scheduler', 'governor']);
+
+const REPO_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+const BUNDLE_DIR = path.join(REPO_ROOT, 'node_modules', '.cache', 'sluice-services');
+/** A change of installed packages moves what the bundles' imports point to. */
+const LOCKFILE = path.join(REPO_ROOT, 'pnpm-lock.yaml');
+
+/** What a bundle was built from: each input file and its modification time. */
+interface BundleInputs {
+  readonly mtimes: Record<string, number>;
+}
+
+const bundlePath = (service: string) => path.join(BUNDLE_DIR, `${service}.mjs`);
+const inputsPath = (service: string) => path.join(BUNDLE_DIR, `${service}.inputs.json`);
+
+/**
+ * The bundle to start for `service`, or undefined for a service that is not bundled.
+ *
+ * @throws Error when the bundle is missing or older than a file it was built from: call
+ *   {@link ensureServiceBundles} first.
+ */
+export function bundledEntryOf(service: string): string | undefined {
+  if (!BUNDLED_SERVICES.has(service)) return undefined;
+  if (!isFresh(service)) {
+    throw new Error(
+      `the ${service} bundle is missing or stale: await ensureServiceBundles() (test/support/service-bundles.ts) before starting it`,
+    );
+  }
+  return bundlePath(service);
+}
+
+let ensuring: Promise<void> | undefined;
+
+/** Builds the bundles that are missing or stale (once at a time in a process). */
+export function ensureServiceBundles(): Promise<void> {
+  ensuring ??= (async () => {
+    try {
+      await Promise.all(
+        [...BUNDLED_SERVICES].filter((s) => !isFresh(s)).map((s) => buildBundle(s)),
+      );
+    } finally {
+      ensuring = undefined;
+    }
+  })();
+  return ensuring;
+}
+
+function isFresh(service: string): boolean {
+  let inputs: BundleInputs;
+  try {
+    statSync(bundlePath(service));
+    inputs = JSON.parse(readFileSync(inputsPath(service), 'utf8')) as BundleInputs;
+  } catch {
+    return false;
+  }
+  return Object.entries(inputs.mtimes).every(([file, mtime]) => {
+    try {
+      return statSync(file).mtimeMs === mtime;
+    } catch {
+      return false;
+    }
+  });
+}
+
+async function buildBundle(service: string): Promise<void> {
+  await mkdir(BUNDLE_DIR, { recursive: true });
+  // Written beside the bundle and renamed over it, so a process never starts a half-written one
+  // (and two processes building at once each leave a whole one).
+  const temporary = path.join(BUNDLE_DIR, `.${service}-${randomBytes(4).toString('hex')}.mjs`);
+  const result = await build({
+    entryPoints: [path.join(REPO_ROOT, 'services', service, 'src', 'main.ts')],
+    outfile: temporary,
+    bundle: true,
+    platform: 'node',
+    format: 'esm',
+    target: 'node20',
+    // Node's own resolution: `main` and the `node`/`import`/`require` conditions, not the
+    // `module` builds meant for bundlers.
+    mainFields: ['main'],
+    conditions: ['node'],
+    sourcemap: 'linked',
+    metafile: true,
+    logLevel: 'warning',
+    plugins: [externalPackages, ownFileUrls],
+  });
+  const inputs = [
+    ...Object.keys(result.metafile.inputs).map((file) => path.resolve(file)),
+    LOCKFILE,
+  ];
+  const mtimes = Object.fromEntries(inputs.map((file) => [file, statSync(file).mtimeMs]));
+  const map = `${temporary}.map`;
+  // The bundle names its map by file name: keep it beside the bundle under the final name.
+  const code = (await readFile(temporary, 'utf8')).replace(
+    `//# sourceMappingURL=${path.basename(map)}`,
+    `//# sourceMappingURL=${service}.mjs.map`,
+  );
+  await writeFile(temporary, code);
+  await rename(map, `${bundlePath(service)}.map`);
+  await rename(temporary, bundlePath(service));
+  await writeFile(inputsPath(service), JSON.stringify({ mtimes } satisfies BundleInputs));
+}
+
+/** Packages other than the workspace's: imported at run time, from where Node would find them. */
+const externalPackages: Plugin = {
+  name: 'external-packages',
+  setup(build) {
+    build.onResolve({ filter: /^[^./]/ }, async (args) => {
+      const pluginData = args.pluginData as { resolving?: boolean } | undefined;
+      if (pluginData?.resolving || args.path.startsWith('@sluice/')) return undefined;
+      if (args.path.startsWith('node:')) return { path: args.path, external: true };
+      const found = await build.resolve(args.path, {
+        kind: args.kind,
+        importer: args.importer,
+        resolveDir: args.resolveDir,
+        pluginData: { resolving: true },
+      });
+      if (found.errors.length > 0) return { errors: found.errors };
+      // A Node built-in named without `node:` resolves to itself.
+      if (found.external) return { path: found.path, external: true };
+      return { path: pathToFileURL(found.path).href, external: true };
+    });
+  },
+};
+
+/** `import.meta.url` in a bundled source file: that file's URL, not the bundle's. */
+const ownFileUrls: Plugin = {
+  name: 'own-file-urls',
+  setup(build) {
+    build.onLoad({ filter: /\.ts$/ }, async (args) => ({
+      contents: (await readFile(args.path, 'utf8')).replaceAll(
+        'import.meta.url',
+        JSON.stringify(pathToFileURL(args.path).href),
+      ),
+      loader: 'ts',
+    }));
+  },
+};
