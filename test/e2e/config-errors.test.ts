@@ -13,7 +13,10 @@ import { adminDatabaseUrl, databaseUrlFor } from '@sluice/db/testing';
 import { ensureServiceBundles } from '../support/service-bundles.js';
 import { ServiceProcess } from '../support/service-process.js';
 
-/** Starting node with tsx and failing the configuration takes well under a second; with margin. */
+/**
+ * Starting a service (from its bundle; the executor through tsx) and failing the configuration
+ * takes well under a second; with margin.
+ */
 const EXIT_DEADLINE_MS = 30_000;
 /** Exit code of a configuration error (`EXIT_CONFIG` in @sluice/runtime). */
 const EXIT_CONFIG = 2;
