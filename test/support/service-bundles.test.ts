@@ -1,14 +1,20 @@
 /**
  * The services' bundles: built from the workspace's sources, every other package imported from
- * where Node resolves it, `import.meta.url` kept per source file, and only the services that may be
- * bundled. (That a bundled service runs and fails as its sources do is what every end-to-end test
+ * where Node resolves it, `import.meta.url` kept per source file, only the services that may be
+ * bundled, and stale once a file they were built from changes. (That a bundled service runs and fails as its sources do is what every end-to-end test
  * and config-errors.test.ts check.)
  */
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { before, describe, it } from 'node:test';
-import { BUNDLED_SERVICES, bundledEntryOf, ensureServiceBundles } from './service-bundles.js';
+import {
+  BUNDLED_SERVICES,
+  bundledEntryOf,
+  ensureServiceBundles,
+  isFreshBundle,
+} from './service-bundles.js';
 import { REPO_ROOT } from './service-process.js';
 
 before(() => ensureServiceBundles());
@@ -58,5 +64,29 @@ describe('service bundles', () => {
   it("the gateway's descriptor set is read from where its source names it", () => {
     const code = readFileSync(bundledEntryOf('gateway')!, 'utf8');
     assert.ok(code.includes(`"file://${REPO_ROOT}/services/gateway/src/grpc/descriptor-set.ts"`));
+  });
+
+  it('is stale once a file it was built from changes or goes, or its record is missing', () => {
+    const dir = mkdtempSync(path.join(tmpdir(), 'sluice-bundle-test-'));
+    try {
+      const bundle = path.join(dir, 'x.mjs');
+      const source = path.join(dir, 'x.ts');
+      const inputs = path.join(dir, 'x.inputs.json');
+      writeFileSync(bundle, '');
+      writeFileSync(source, 'export {};');
+      assert.equal(isFreshBundle(bundle, inputs), false, 'no record');
+      writeFileSync(inputs, JSON.stringify({ mtimes: { [source]: statSync(source).mtimeMs } }));
+      assert.equal(isFreshBundle(bundle, inputs), true, 'as built');
+      utimesSync(source, new Date(), new Date(Date.now() + 5_000));
+      assert.equal(isFreshBundle(bundle, inputs), false, 'a source changed');
+      writeFileSync(inputs, JSON.stringify({ mtimes: { [source]: statSync(source).mtimeMs } }));
+      assert.equal(isFreshBundle(bundle, inputs), true, 'rebuilt');
+      rmSync(source);
+      assert.equal(isFreshBundle(bundle, inputs), false, 'a source gone');
+      rmSync(bundle);
+      assert.equal(isFreshBundle(bundle, inputs), false, 'no bundle');
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });

@@ -79,10 +79,18 @@ export function ensureServiceBundles(): Promise<void> {
 }
 
 function isFresh(service: string): boolean {
+  return isFreshBundle(bundlePath(service), inputsPath(service));
+}
+
+/**
+ * Whether `bundle` exists and every file `inputsFile` records was last modified when it was built
+ * (a missing or unreadable record: not fresh).
+ */
+export function isFreshBundle(bundle: string, inputsFile: string): boolean {
   let inputs: BundleInputs;
   try {
-    statSync(bundlePath(service));
-    inputs = JSON.parse(readFileSync(inputsPath(service), 'utf8')) as BundleInputs;
+    statSync(bundle);
+    inputs = JSON.parse(readFileSync(inputsFile, 'utf8')) as BundleInputs;
   } catch {
     return false;
   }
