@@ -108,6 +108,7 @@ async function buildBundle(service: string): Promise<void> {
   // Written beside the bundle and renamed over it, so a process never starts a half-written one
   // (and two processes building at once each leave a whole one).
   const temporary = path.join(BUNDLE_DIR, `.${service}-${randomBytes(4).toString('hex')}.mjs`);
+  const startedMs = Date.now();
   const result = await build({
     entryPoints: [path.join(REPO_ROOT, 'services', service, 'src', 'main.ts')],
     outfile: temporary,
@@ -128,7 +129,14 @@ async function buildBundle(service: string): Promise<void> {
     ...Object.keys(result.metafile.inputs).map((file) => path.resolve(file)),
     LOCKFILE,
   ];
-  const mtimes = Object.fromEntries(inputs.map((file) => [file, statSync(file).mtimeMs]));
+  // A file changed while the build read it may be in the bundle as it was: recorded as never
+  // matching, so the next check builds again.
+  const mtimes = Object.fromEntries(
+    inputs.map((file) => {
+      const { mtimeMs } = statSync(file);
+      return [file, mtimeMs < startedMs ? mtimeMs : -1];
+    }),
+  );
   const map = `${temporary}.map`;
   // The bundle names its map by file name: keep it beside the bundle under the final name.
   const code = (await readFile(temporary, 'utf8')).replace(
