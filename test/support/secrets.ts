@@ -34,6 +34,12 @@ export interface SecretLeak {
  */
 const API_KEY_SHAPE = /(?<![A-Za-z0-9_-])slk_[A-Za-z0-9_-]{16,}/g;
 
+/**
+ * Environment variables whose values are credentials, by name: keys, secrets, tokens, passwords,
+ * and header lists (`OTEL_EXPORTER_OTLP_HEADERS` carries an exporter's authorization).
+ */
+export const SECRET_VARIABLE = /(API_KEY|SECRET|TOKEN|PASSWORD|HEADERS)$/;
+
 const secrets = new Map<string, RegisteredSecret>();
 
 /**

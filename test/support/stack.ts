@@ -7,12 +7,9 @@
  * stack fails when any service printed one of them.
  */
 import { deletePrefixResources, deleteStaleTestResources } from '@sluice/bus/testing';
-import { registerSecret, registerUrlPassword } from './secrets.js';
+import { SECRET_VARIABLE, registerSecret, registerUrlPassword } from './secrets.js';
 import { ServiceProcess } from './service-process.js';
 import { ensureServiceBundles } from './service-bundles.js';
-
-/** Environment variables whose values are credentials. */
-const SECRET_VARIABLE = /(API_KEY|SECRET|TOKEN|PASSWORD)$/;
 
 /** What the stack runs against. */
 export interface StackOptions {

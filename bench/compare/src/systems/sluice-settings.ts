@@ -10,9 +10,7 @@
  * command line names them: a figure can be reproduced from it, and one taken while tracing is not
  * mistaken for a plain run's.
  */
-
-/** Variables whose values are credentials: named in the report, their values never written. */
-const SECRET_VARIABLE = /(API_KEY|SECRET|TOKEN|PASSWORD|HEADERS)$/;
+import { SECRET_VARIABLE } from '../../../../test/support/secrets.js';
 
 /** The services' settings in `env`, by variable name, in name order. */
 export function sluiceServiceSettings(env: NodeJS.ProcessEnv): Record<string, string> {
@@ -30,7 +28,8 @@ export function sluiceServiceSettings(env: NodeJS.ProcessEnv): Record<string, st
 
 /**
  * The settings as a shell prefix of the command that produced a report (`NAME=value …`), values
- * quoted where the shell needs it and credentials shown as `<redacted>`; empty without settings.
+ * quoted where the shell needs it and credentials (`SECRET_VARIABLE`, the tests' list) shown as
+ * `<redacted>`; empty without settings.
  */
 export function settingsPrefix(settings: Readonly<Record<string, string>>): string {
   return Object.entries(settings)
