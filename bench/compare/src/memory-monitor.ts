@@ -6,7 +6,7 @@
  * pages out the regions it finds cold (a `pageout` scheme). Idle, a pass stalls every process for
  * 7–9 ms; under a benchmark's load it takes 40–50 ms of a core over ~100 ms, and the pipeline
  * stalls meanwhile: in the priority scenario's idle phase the high jobs' waits rose to 100–160 ms
- * once per pass, every ~0.6 s (docs/benchmarks/README.md, "Session 15" under Priority isolation).
+ * once per pass, every ~0.6 s (docs/benchmarks/history.md, "Session 15").
  * The harness never changes the setting — it is the machine's — but reports whether a monitor ran
  * and how much CPU its threads used during the run, so that a noisy figure can be told from a slow
  * system.
