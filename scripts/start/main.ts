@@ -13,6 +13,7 @@
  * service refuses its configuration.
  */
 import { parseArgs } from 'node:util';
+import { ensureServiceBundles } from '@sluice/service-bundles';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { paint, redactUrl } from '../lib/terminal.js';
@@ -99,6 +100,8 @@ const stopRequested = new Promise<NodeJS.Signals>((resolve) => {
   }
 });
 
+// The gateway, scheduler and governor start from bundles, built here if a source changed.
+await ensureServiceBundles();
 const formatter = new LogFormatter(specs.map((s) => s.name));
 const services = new ServiceGroup(specs, {
   root: REPO_ROOT,

@@ -8,8 +8,8 @@
  * second signal as "exit now" and skip its clean shutdown.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import path from 'node:path';
 import { createInterface } from 'node:readline';
+import { serviceNodeArgs } from '@sluice/service-bundles';
 
 /** One service to run. */
 export interface ServiceSpec {
@@ -29,7 +29,7 @@ export interface ServiceExit {
 
 /** What the group needs besides the specs. */
 export interface ServiceGroupOptions {
-  /** The repository root: services are `services/<service>/src/main.ts` below it. */
+  /** The repository root: the services run in it. */
   readonly root: string;
   readonly env: NodeJS.ProcessEnv;
   /** Receives every line a service writes, as it comes. */
@@ -109,8 +109,8 @@ export class ServiceGroup {
 }
 
 function startMember(spec: ServiceSpec, options: ServiceGroupOptions): Member {
-  const entry = path.join(options.root, 'services', spec.service, 'src', 'main.ts');
-  const child = spawn(process.execPath, ['--import', 'tsx', entry, ...(spec.args ?? [])], {
+  // As deploy/run-service.sh starts it: from its bundle (built beforehand), or through tsx.
+  const child = spawn(process.execPath, [...serviceNodeArgs(spec.service), ...(spec.args ?? [])], {
     cwd: options.root,
     env: options.env,
     stdio: ['ignore', 'pipe', 'pipe'],

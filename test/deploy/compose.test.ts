@@ -15,12 +15,22 @@
  */
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { existsSync, readFileSync, statSync } from 'node:fs';
+import {
+  chmodSync,
+  existsSync,
+  mkdtempSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs';
+import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { parse } from 'yaml';
 import { z } from 'zod';
+import { bundledEntryOf, ensureServiceBundles } from '@sluice/service-bundles';
 import { METRIC_DEFINITIONS, createMetrics } from '@sluice/telemetry';
 import { resourcesOfTaskModules } from '../../scripts/start/resources.js';
 import { EXECUTOR_ENV, loadExecutorConfig } from '../../services/executor/src/config.js';
@@ -295,6 +305,10 @@ describe('deploy/compose.yaml', () => {
     const dockerfile = readFileSync(path.join(DEPLOY, 'Dockerfile'), 'utf8');
     assert.match(dockerfile, /npx -y pnpm@12\.4\.2 install --frozen-lockfile/);
     assert.match(dockerfile, /buf build -o proto\/sluice\.binpb/);
+    for (const service of ['gateway', 'scheduler', 'governor']) {
+      // Built in the image: the services run as user node, who cannot write the cache.
+      assert.match(dockerfile, new RegExp(`bundle-of-main\\.ts ${service}\\b`), service);
+    }
     assert.match(dockerfile, /^ENTRYPOINT \["sh", "deploy\/run-service\.sh"\]$/m);
     for (const [name, service] of sluiceServices) {
       assert.equal(service.build?.context, '..', `${name}: the build context is the repository`);
@@ -311,6 +325,50 @@ describe('deploy/compose.yaml', () => {
     });
     assert.equal(result.status, 64);
     assert.match(result.stderr, /no service named 'no-such-service'/);
+  });
+
+  it('deploy/run-service.sh runs the gateway, scheduler and governor from their bundles, the executor through tsx', async () => {
+    await ensureServiceBundles();
+    // A `node` first on the PATH that records how the script runs a service (and lets the
+    // script's own question, which bundle, through to the real one).
+    const dir = mkdtempSync(path.join(tmpdir(), 'sluice-run-service-'));
+    try {
+      const record = path.join(dir, 'args');
+      writeFileSync(
+        path.join(dir, 'node'),
+        [
+          '#!/bin/sh',
+          `case "$*" in *bundle-of-main.ts*) exec '${process.execPath}' "$@" ;; esac`,
+          `printf '%s\\n' "$@" > '${record}'`,
+        ].join('\n'),
+      );
+      chmodSync(path.join(dir, 'node'), 0o755);
+      const runService = (...args: string[]) => {
+        const result = spawnSync('sh', ['deploy/run-service.sh', ...args], {
+          cwd: REPO_ROOT,
+          env: { ...process.env, PATH: `${dir}:${process.env['PATH'] ?? ''}` },
+          encoding: 'utf8',
+        });
+        assert.equal(result.status, 0, result.stderr);
+        return readFileSync(record, 'utf8').trimEnd().split('\n');
+      };
+      for (const service of ['gateway', 'scheduler', 'governor']) {
+        assert.deepEqual(runService(service, '--flag'), [
+          '--enable-source-maps',
+          bundledEntryOf(service),
+          '--flag',
+        ]);
+      }
+      assert.deepEqual(runService('executor', '--resource', 'llm'), [
+        '--import',
+        'tsx',
+        'services/executor/src/main.ts',
+        '--resource',
+        'llm',
+      ]);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it("loads each Sluice service's environment with that service's configuration loader", () => {

@@ -10,7 +10,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { natsUrl, uniquePrefix } from '@sluice/bus/testing';
 import { adminDatabaseUrl, databaseUrlFor } from '@sluice/db/testing';
-import { ensureServiceBundles } from '../support/service-bundles.js';
+import { ensureServiceBundles } from '@sluice/service-bundles';
 import { ServiceProcess } from '../support/service-process.js';
 
 /**

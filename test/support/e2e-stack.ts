@@ -28,10 +28,7 @@ import { startStack, type Stack, type StackOptions } from './stack.js';
 const NO_LLM_BASE_URL = 'http://127.0.0.1:9/v1';
 
 /** What differs between the end-to-end tests' stacks. */
-export interface E2eStackOptions extends Pick<
-  StackOptions,
-  'llmApiKey' | 'resources' | 'echo' | 'fromSources'
-> {
+export interface E2eStackOptions extends Pick<StackOptions, 'llmApiKey' | 'resources' | 'echo'> {
   /** Names the run's NATS prefix (`uniquePrefix(label)`), so that leftovers say whose they are. */
   readonly label: string;
   /** The tenant the API key and the client belong to (default `acme`). */
@@ -92,7 +89,6 @@ export async function startE2eStack(options: E2eStackOptions): Promise<E2eStack>
       resources: options.resources,
       env: options.env,
       echo: options.echo,
-      fromSources: options.fromSources,
     });
     stack = running;
     const client = createTaskClient({ address: running.grpcAddress, apiKey });

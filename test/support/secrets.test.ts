@@ -13,7 +13,7 @@ import {
   registerUrlPassword,
   registeredSecrets,
 } from './secrets.js';
-import { ensureServiceBundles } from './service-bundles.js';
+import { ensureServiceBundles } from '@sluice/service-bundles';
 import { ServiceProcess } from './service-process.js';
 
 const LLM_KEY = `llm-${randomBytes(8).toString('hex')}`;

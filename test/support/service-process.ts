@@ -1,7 +1,7 @@
 /**
- * A Sluice service started as a real child process (`node --import tsx services/<x>/src/main.ts`,
- * or its bundle for the gateway, scheduler and governor: service-bundles.ts), with its JSON log
- * lines parsed so tests can wait for what it reports.
+ * A Sluice service started as a real child process, as deploy/run-service.sh starts it (the
+ * gateway, scheduler and governor from their bundles, the executor through tsx:
+ * @sluice/service-bundles), with its JSON log lines parsed so tests can wait for what it reports.
  *
  * Stopping one checks its whole output for secrets (test/support/secrets.ts): a service that
  * printed an API key, an LLM key or a password fails the stop, and so the test file that ran it.
@@ -11,7 +11,7 @@ import { createInterface } from 'node:readline';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { SecretLeakError, findSecretLeaks } from './secrets.js';
-import { bundledEntryOf } from './service-bundles.js';
+import { serviceNodeArgs } from '@sluice/service-bundles';
 
 /** The repository root. */
 export const REPO_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
@@ -29,12 +29,6 @@ export interface ServiceProcessOptions {
   readonly env: Record<string, string>;
   /** Print the child's output as it comes (for debugging), default off. */
   readonly echo?: boolean;
-  /**
-   * Run the service from its sources through tsx, as deploy/run-service.sh does, even where a
-   * bundle exists (service-bundles.ts); default off. The benchmarks set it: what they measure is
-   * the service as deployed.
-   */
-  readonly fromSources?: boolean;
 }
 
 /** Errors a stopped service's log is summarised with (see `reportErrorLines`). */
@@ -71,20 +65,11 @@ export class ServiceProcess {
   /**
    * Starts the process.
    *
-   * @throws Error for a bundled service whose bundle is missing or stale (service-bundles.ts):
+   * @throws Error for a bundled service whose bundle is missing or stale (@sluice/service-bundles):
    *   `await ensureServiceBundles()` first, as `startStack` does.
    */
   constructor(readonly options: ServiceProcessOptions) {
-    const bundle = options.fromSources ? undefined : bundledEntryOf(options.service);
-    const entry = [
-      '--import',
-      'tsx',
-      path.join(REPO_ROOT, 'services', options.service, 'src', 'main.ts'),
-    ];
-    const nodeArgs = [
-      ...cpuProfileArgs(options.name),
-      ...(bundle === undefined ? entry : ['--enable-source-maps', bundle]),
-    ];
+    const nodeArgs = [...cpuProfileArgs(options.name), ...serviceNodeArgs(options.service)];
     this.child = spawn(process.execPath, [...nodeArgs, ...(options.args ?? [])], {
       cwd: REPO_ROOT,
       env: { PATH: process.env['PATH'] ?? '', ...options.env },

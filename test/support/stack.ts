@@ -9,7 +9,7 @@
 import { deletePrefixResources, deleteStaleTestResources } from '@sluice/bus/testing';
 import { SECRET_VARIABLE, registerSecret, registerUrlPassword } from './secrets.js';
 import { ServiceProcess } from './service-process.js';
-import { ensureServiceBundles } from './service-bundles.js';
+import { ensureServiceBundles } from '@sluice/service-bundles';
 
 /** What the stack runs against. */
 export interface StackOptions {
@@ -28,8 +28,6 @@ export interface StackOptions {
   readonly echo?: boolean;
   /** Keep the prefix's streams and buckets at stop (the demo and `npm start` use the real prefix). */
   readonly keepNatsResources?: boolean;
-  /** Every service from its sources through tsx, none from a bundle (see ServiceProcess). */
-  readonly fromSources?: boolean;
 }
 
 /** A running stack. */
@@ -63,7 +61,7 @@ const STALE_TEST_RESOURCES_MS = 3 * 60 * 60 * 1000;
 
 export async function startStack(options: StackOptions): Promise<Stack> {
   await deleteStaleTestResources(options.natsUrl, STALE_TEST_RESOURCES_MS);
-  if (options.fromSources !== true) await ensureServiceBundles();
+  await ensureServiceBundles();
   const env: Record<string, string> = {
     NATS_URL: options.natsUrl,
     DATABASE_URL: options.databaseUrl,
@@ -90,7 +88,6 @@ export async function startStack(options: StackOptions): Promise<Stack> {
       args,
       env: { ...env, ...extra },
       echo: options.echo ?? false,
-      fromSources: options.fromSources ?? false,
     });
 
   const gateway = start('gateway', 'gateway', { SLUICE_GRPC_PORT: String(options.grpcPort ?? 0) });

@@ -83,8 +83,6 @@ export function createSluice(options: SluiceSystemOptions): QueueSystem & {
         label: 'bench-compare',
         resources: [],
         echo: options.echo,
-        // The services as deployed (deploy/run-service.sh), not the tests' bundles.
-        fromSources: true,
         env: {
           ...sluiceServiceSettings(process.env),
           SLUICE_TASK_MODULES: TASK_MODULE,
@@ -180,8 +178,8 @@ export function createSluice(options: SluiceSystemOptions): QueueSystem & {
 
     async processes() {
       const { stack, handle } = running();
-      // Each service with the esbuild its `node --import tsx` starts (deploy/run-service.sh runs
-      // them so too); an executor is named by its resource and start order: one role for all.
+      // Each service with its descendants (the executor's `node --import tsx` starts an esbuild
+      // process); an executor is named by its resource and start order: one role for all.
       const services = stack.all.flatMap((service) =>
         service.pid === undefined
           ? []

@@ -61,8 +61,6 @@ export function createSluiceChain(options: SluiceChainOptions): ChainSystem {
         label: 'bench-chain',
         resources: [],
         echo: options.echo,
-        // The services as deployed (deploy/run-service.sh), not the tests' bundles.
-        fromSources: true,
         env: {
           ...sluiceServiceSettings(process.env),
           SLUICE_TASK_MODULES: TASK_MODULE,

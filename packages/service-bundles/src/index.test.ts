@@ -1,21 +1,25 @@
 /**
  * The services' bundles: built from the workspace's sources, every other package imported from
  * where Node resolves it, `import.meta.url` kept per source file, only the services that may be
- * bundled, and stale once a file they were built from changes. (That a bundled service runs and fails as its sources do is what every end-to-end test
- * and config-errors.test.ts check.)
+ * bundled, and stale once a file they were built from changes; and how a service is started
+ * (`serviceNodeArgs`, and the bundle-of command deploy/run-service.sh asks). That a bundled
+ * service runs and fails as its sources do is what every end-to-end test and
+ * config-errors.test.ts check.
  */
 import assert from 'node:assert/strict';
 import { mkdtempSync, readFileSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { before, describe, it } from 'node:test';
+import { spawnSync } from 'node:child_process';
 import {
   BUNDLED_SERVICES,
+  REPO_ROOT,
   bundledEntryOf,
   ensureServiceBundles,
   isFreshBundle,
-} from './service-bundles.js';
-import { REPO_ROOT } from './service-process.js';
+  serviceNodeArgs,
+} from './index.js';
 
 before(() => ensureServiceBundles());
 
@@ -64,6 +68,37 @@ describe('service bundles', () => {
   it("the gateway's descriptor set is read from where its source names it", () => {
     const code = readFileSync(bundledEntryOf('gateway')!, 'utf8');
     assert.ok(code.includes(`"file://${REPO_ROOT}/services/gateway/src/grpc/descriptor-set.ts"`));
+  });
+
+  it('starts the three from their bundles with source maps, the executor through tsx', () => {
+    assert.deepEqual(serviceNodeArgs('governor'), [
+      '--enable-source-maps',
+      bundledEntryOf('governor'),
+    ]);
+    assert.deepEqual(serviceNodeArgs('executor'), [
+      '--import',
+      'tsx',
+      path.join(REPO_ROOT, 'services/executor/src/main.ts'),
+    ]);
+  });
+
+  it('bundle-of prints the bundle to run, nothing for the executor, refuses a non-service', () => {
+    const bundleOf = (service: string) =>
+      spawnSync(
+        process.execPath,
+        ['--import', 'tsx', 'packages/service-bundles/src/bundle-of-main.ts', service],
+        { cwd: REPO_ROOT, encoding: 'utf8' },
+      );
+    const scheduler = bundleOf('scheduler');
+    assert.equal(scheduler.status, 0, scheduler.stderr);
+    assert.equal(scheduler.stdout, `${bundledEntryOf('scheduler')}\n`);
+    const executor = bundleOf('executor');
+    assert.equal(executor.status, 0, executor.stderr);
+    assert.equal(executor.stdout, '');
+    const unknown = bundleOf('../../etc');
+    assert.equal(unknown.status, 64);
+    assert.equal(unknown.stdout, '');
+    assert.match(unknown.stderr, /no service named '\.\.\/\.\.\/etc'/);
   });
 
   it('is stale once a file it was built from changes or goes, or its record is missing', () => {

@@ -1,19 +1,20 @@
 /**
- * The gateway, scheduler and governor as the tests and the demo start them: each bundled from its
- * TypeScript into one ES module, so a process starts in about half the CPU that
- * `node --import tsx` spends resolving and loading every module through tsx's loader thread, and
- * with less memory (the gateway, on a 2-core machine: 1.4 CPU-s and 116 MB resident once started,
- * against 2.8 s and 162 MB; the suite starts these three services well over a hundred times).
- * Deployments run them through tsx (deploy/run-service.sh), and so do the benchmarks
- * (`fromSources`), which measure the services as deployed; a bundle is the same code compiled by
- * the esbuild that tsx compiles with (see docs/decisions.md).
+ * How every Sluice service is started — by deploy/run-service.sh (and so the image and
+ * `npm start`), the tests, the demo and the benchmarks alike: the gateway, scheduler and governor
+ * from a bundle of their TypeScript, the executor from its sources through tsx.
  *
- * What is bundled is the workspace's own code (`@sluice/*` and the service). Every other package
- * stays a module of its own, imported by the absolute path Node itself would resolve it to from
- * the importing file (pnpm gives each package only its own dependencies, so a bare name would not
- * resolve from the bundle's folder) under Node's conditions, so what runs is the package as
- * published. `import.meta.url` stays each source file's own URL, so the paths built from it (the
- * protos, the migrations) are the ones the sources name.
+ * A bundle is one ES module compiled from the workspace's own code (`@sluice/*` and the service)
+ * by the esbuild tsx compiles with. A process started from it takes about half the CPU that
+ * `node --import tsx` spends resolving and loading every module through tsx's loader thread, and
+ * less memory: no loader thread, no esbuild service process beside it (the gateway, on a 2-core
+ * machine: 1.4 CPU-s and 116 MB resident once started, against 2.8 s and 162 MB).
+ *
+ * Every other package stays a module of its own, imported by the absolute path Node itself would
+ * resolve it to from the importing file (pnpm gives each package only its own dependencies, so a
+ * bare name would not resolve from the bundle's folder) under Node's conditions, so what runs is
+ * the package as published. `import.meta.url` stays each source file's own URL, so the paths built
+ * from it (the protos, the migrations) are the ones the sources name. A bundle is therefore tied
+ * to the checkout it was built in: it lives in that checkout's `node_modules/.cache`.
  *
  * The executor is not bundled: it imports the task modules it is configured with
  * (`SLUICE_TASK_MODULES`, TypeScript) through tsx, and those import `@sluice/sdk`; a bundled copy of
@@ -21,7 +22,7 @@
  * executor's).
  *
  * A bundle is rebuilt when any file it was built from (or the lockfile) changed since; a stale one
- * is never started (`bundledEntryOf` throws).
+ * is never started (`bundledEntryOf` throws). See docs/decisions.md.
  */
 import { randomBytes } from 'node:crypto';
 import { mkdir, readFile, rename, writeFile } from 'node:fs/promises';
@@ -33,7 +34,8 @@ import { build, type Plugin } from 'esbuild';
 /** The services started from a bundle. */
 export const BUNDLED_SERVICES: ReadonlySet<string> = new Set(['gateway', 'scheduler', 'governor']);
 
-const REPO_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+/** The repository root, whose checkout a bundle belongs to. */
+export const REPO_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../..');
 const BUNDLE_DIR = path.join(REPO_ROOT, 'node_modules', '.cache', 'sluice-services');
 /** A change of installed packages moves what the bundles' imports point to. */
 const LOCKFILE = path.join(REPO_ROOT, 'pnpm-lock.yaml');
@@ -56,26 +58,41 @@ export function bundledEntryOf(service: string): string | undefined {
   if (!BUNDLED_SERVICES.has(service)) return undefined;
   if (!isFresh(service)) {
     throw new Error(
-      `the ${service} bundle is missing or stale: await ensureServiceBundles() (test/support/service-bundles.ts) before starting it`,
+      `the ${service} bundle is missing or stale: await ensureServiceBundles() (@sluice/service-bundles) before starting it`,
     );
   }
   return bundlePath(service);
 }
 
+/**
+ * The arguments for `node` that start `service` as deployed: its bundle with source
+ * maps (stack traces name the TypeScript), or its sources through tsx for the executor.
+ *
+ * @throws Error as {@link bundledEntryOf} does, for a bundle missing or stale.
+ */
+export function serviceNodeArgs(service: string): string[] {
+  const bundle = bundledEntryOf(service);
+  if (bundle !== undefined) return ['--enable-source-maps', bundle];
+  return ['--import', 'tsx', path.join(REPO_ROOT, 'services', service, 'src', 'main.ts')];
+}
+
 let ensuring: Promise<void> | undefined;
 
-/** Builds the bundles that are missing or stale (once at a time in a process). */
+/** Builds the bundles that are missing or stale (one build at a time in a process). */
 export function ensureServiceBundles(): Promise<void> {
   ensuring ??= (async () => {
     try {
-      await Promise.all(
-        [...BUNDLED_SERVICES].filter((s) => !isFresh(s)).map((s) => buildBundle(s)),
-      );
+      await Promise.all([...BUNDLED_SERVICES].map((s) => ensureServiceBundle(s)));
     } finally {
       ensuring = undefined;
     }
   })();
   return ensuring;
+}
+
+/** Builds `service`'s bundle if it is missing or stale. */
+export async function ensureServiceBundle(service: string): Promise<void> {
+  if (!isFresh(service)) await buildBundle(service);
 }
 
 function isFresh(service: string): boolean {
