@@ -13,9 +13,9 @@
  * service refuses its configuration.
  */
 import { parseArgs } from 'node:util';
-import { ensureServiceBundles } from '@sluice/service-bundles';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { ensureServiceBundles } from '@sluice/service-bundles';
 import { paint, redactUrl } from '../lib/terminal.js';
 import { LogFormatter } from './log-format.js';
 import { resourcesOfTaskModules } from './resources.js';
@@ -100,7 +100,7 @@ const stopRequested = new Promise<NodeJS.Signals>((resolve) => {
   }
 });
 
-// The gateway, scheduler and governor start from bundles, built here if a source changed.
+// The services start from bundles, built here if a source changed.
 await ensureServiceBundles();
 const formatter = new LogFormatter(specs.map((s) => s.name));
 const services = new ServiceGroup(specs, {

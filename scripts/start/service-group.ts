@@ -109,7 +109,7 @@ export class ServiceGroup {
 }
 
 function startMember(spec: ServiceSpec, options: ServiceGroupOptions): Member {
-  // As deploy/run-service.sh starts it: from its bundle (built beforehand), or through tsx.
+  // As deploy/run-service.sh starts it: from its bundle (built beforehand).
   const child = spawn(process.execPath, [...serviceNodeArgs(spec.service), ...(spec.args ?? [])], {
     cwd: options.root,
     env: options.env,

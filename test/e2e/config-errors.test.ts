@@ -14,8 +14,8 @@ import { ensureServiceBundles } from '@sluice/service-bundles';
 import { ServiceProcess } from '../support/service-process.js';
 
 /**
- * Starting a service (from its bundle; the executor through tsx) and failing the configuration
- * takes well under a second; with margin.
+ * Starting a service (from its bundle) and failing the configuration takes well under a second;
+ * with margin.
  */
 const EXIT_DEADLINE_MS = 30_000;
 /** Exit code of a configuration error (`EXIT_CONFIG` in @sluice/runtime). */

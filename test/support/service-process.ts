@@ -1,7 +1,7 @@
 /**
- * A Sluice service started as a real child process, as deploy/run-service.sh starts it (the
- * gateway, scheduler and governor from their bundles, the executor through tsx:
- * @sluice/service-bundles), with its JSON log lines parsed so tests can wait for what it reports.
+ * A Sluice service started as a real child process, as deploy/run-service.sh starts it (from its
+ * bundle: @sluice/service-bundles), with its JSON log lines parsed so tests can wait for what it
+ * reports.
  *
  * Stopping one checks its whole output for secrets (test/support/secrets.ts): a service that
  * printed an API key, an LLM key or a password fails the stop, and so the test file that ran it.

@@ -13,8 +13,8 @@ import path from 'node:path';
 import { before, describe, it } from 'node:test';
 import { spawnSync } from 'node:child_process';
 import {
-  BUNDLED_SERVICES,
   REPO_ROOT,
+  SERVICES,
   bundledEntryOf,
   ensureServiceBundles,
   isFreshBundle,
@@ -24,14 +24,14 @@ import {
 before(() => ensureServiceBundles());
 
 describe('service bundles', () => {
-  it('bundles the gateway, scheduler and governor, never the executor', () => {
-    assert.deepEqual([...BUNDLED_SERVICES].sort(), ['gateway', 'governor', 'scheduler']);
-    assert.equal(bundledEntryOf('executor'), undefined);
+  it('bundles every service, and nothing else', () => {
+    assert.deepEqual([...SERVICES].sort(), ['executor', 'gateway', 'governor', 'scheduler']);
+    assert.throws(() => bundledEntryOf('../services/gateway'), /no service named/);
   });
 
-  for (const service of ['gateway', 'scheduler', 'governor']) {
+  for (const service of SERVICES) {
     it(`${service}: built from the workspace's sources and the lockfile`, () => {
-      const entry = bundledEntryOf(service) ?? '';
+      const entry = bundledEntryOf(service);
       assert.ok(entry.endsWith(`${service}.mjs`), entry);
       const inputs = Object.keys(
         (
@@ -51,7 +51,7 @@ describe('service bundles', () => {
     });
 
     it(`${service}: imports packages by the file Node resolves, keeps each source's URL`, () => {
-      const code = readFileSync(bundledEntryOf(service)!, 'utf8');
+      const code = readFileSync(bundledEntryOf(service), 'utf8');
       const specifiers = [...code.matchAll(/^import .* from "([^"]+)";$/gm)].map((m) => m[1]!);
       assert.ok(specifiers.length > 5, 'imports of its own');
       for (const specifier of specifiers) {
@@ -66,23 +66,36 @@ describe('service bundles', () => {
   }
 
   it("the gateway's descriptor set is read from where its source names it", () => {
-    const code = readFileSync(bundledEntryOf('gateway')!, 'utf8');
+    const code = readFileSync(bundledEntryOf('gateway'), 'utf8');
     assert.ok(code.includes(`"file://${REPO_ROOT}/services/gateway/src/grpc/descriptor-set.ts"`));
   });
 
-  it('starts the three from their bundles with source maps, the executor through tsx', () => {
-    assert.deepEqual(serviceNodeArgs('governor'), [
-      '--enable-source-maps',
-      bundledEntryOf('governor'),
-    ]);
+  it('starts a service from its bundle, with source maps', () => {
     assert.deepEqual(serviceNodeArgs('executor'), [
-      '--import',
-      'tsx',
-      path.join(REPO_ROOT, 'services/executor/src/main.ts'),
+      '--enable-source-maps',
+      bundledEntryOf('executor'),
     ]);
   });
 
-  it('bundle-of prints the bundle to run, nothing for the executor, refuses a non-service', () => {
+  it("the executor's built-in task module is named by its source, not bundled", () => {
+    const entry = bundledEntryOf('executor');
+    const code = readFileSync(entry, 'utf8');
+    assert.ok(code.includes(`"file://${REPO_ROOT}/services/executor/src/config.ts"`));
+    const inputs = Object.keys(
+      (
+        JSON.parse(readFileSync(entry.replace(/\.mjs$/, '.inputs.json'), 'utf8')) as {
+          mtimes: Record<string, number>;
+        }
+      ).mtimes,
+    );
+    assert.ok(inputs.some((file) => file.endsWith('services/executor/src/task-registry.ts')));
+    assert.ok(
+      inputs.every((file) => !file.includes('/builtin-tasks/')),
+      'task modules are loaded at run time',
+    );
+  });
+
+  it('bundle-of prints the bundle to run and refuses a non-service', () => {
     const bundleOf = (service: string) =>
       spawnSync(
         process.execPath,
@@ -92,9 +105,6 @@ describe('service bundles', () => {
     const scheduler = bundleOf('scheduler');
     assert.equal(scheduler.status, 0, scheduler.stderr);
     assert.equal(scheduler.stdout, `${bundledEntryOf('scheduler')}\n`);
-    const executor = bundleOf('executor');
-    assert.equal(executor.status, 0, executor.stderr);
-    assert.equal(executor.stdout, '');
     const unknown = bundleOf('../../etc');
     assert.equal(unknown.status, 64);
     assert.equal(unknown.stdout, '');

@@ -1,25 +1,22 @@
 /**
  * How every Sluice service is started — by deploy/run-service.sh (and so the image and
- * `npm start`), the tests, the demo and the benchmarks alike: the gateway, scheduler and governor
- * from a bundle of their TypeScript, the executor from its sources through tsx.
+ * `npm start`), the tests, the demo and the benchmarks alike: from a bundle of its TypeScript.
  *
  * A bundle is one ES module compiled from the workspace's own code (`@sluice/*` and the service)
  * by the esbuild tsx compiles with. A process started from it takes about half the CPU that
  * `node --import tsx` spends resolving and loading every module through tsx's loader thread, and
  * less memory: no loader thread, no esbuild service process beside it (the gateway, on a 2-core
- * machine: 1.4 CPU-s and 116 MB resident once started, against 2.8 s and 162 MB).
+ * machine: 1.4 CPU-s and 116 MB resident once started, against 2.8 s and 162 MB). The executor
+ * still loads its task modules, TypeScript as often as not, through tsx (task-registry.ts), and
+ * only those.
  *
  * Every other package stays a module of its own, imported by the absolute path Node itself would
  * resolve it to from the importing file (pnpm gives each package only its own dependencies, so a
  * bare name would not resolve from the bundle's folder) under Node's conditions, so what runs is
  * the package as published. `import.meta.url` stays each source file's own URL, so the paths built
- * from it (the protos, the migrations) are the ones the sources name. A bundle is therefore tied
- * to the checkout it was built in: it lives in that checkout's `node_modules/.cache`.
- *
- * The executor is not bundled: it imports the task modules it is configured with
- * (`SLUICE_TASK_MODULES`, TypeScript) through tsx, and those import `@sluice/sdk`; a bundled copy of
- * the SDK beside tsx's would make two (a `StepResultError` thrown by a handler would not be the
- * executor's).
+ * from it (the protos, the migrations, the executor's built-in task module) are the ones the
+ * sources name. A bundle is therefore tied to the checkout it was built in: it lives in that
+ * checkout's `node_modules/.cache`.
  *
  * A bundle is rebuilt when any file it was built from (or the lockfile) changed since; a stale one
  * is never started (`bundledEntryOf` throws). See docs/decisions.md.
@@ -31,8 +28,13 @@ import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { build, type Plugin } from 'esbuild';
 
-/** The services started from a bundle. */
-export const BUNDLED_SERVICES: ReadonlySet<string> = new Set(['gateway', 'scheduler', 'governor']);
+/** Every Sluice service: a folder under services/. */
+export const SERVICES: ReadonlySet<string> = new Set([
+  'gateway',
+  'scheduler',
+  'governor',
+  'executor',
+]);
 
 /** The repository root, whose checkout a bundle belongs to. */
 export const REPO_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../..');
@@ -49,13 +51,13 @@ const bundlePath = (service: string) => path.join(BUNDLE_DIR, `${service}.mjs`);
 const inputsPath = (service: string) => path.join(BUNDLE_DIR, `${service}.inputs.json`);
 
 /**
- * The bundle to start for `service`, or undefined for a service that is not bundled.
+ * The bundle to start for `service`.
  *
- * @throws Error when the bundle is missing or older than a file it was built from: call
- *   {@link ensureServiceBundles} first.
+ * @throws Error for a name that is no service, and when the bundle is missing or older than a
+ *   file it was built from: call {@link ensureServiceBundles} first.
  */
-export function bundledEntryOf(service: string): string | undefined {
-  if (!BUNDLED_SERVICES.has(service)) return undefined;
+export function bundledEntryOf(service: string): string {
+  if (!SERVICES.has(service)) throw new Error(`no service named '${service}'`);
   if (!isFresh(service)) {
     throw new Error(
       `the ${service} bundle is missing or stale: await ensureServiceBundles() (@sluice/service-bundles) before starting it`,
@@ -65,15 +67,13 @@ export function bundledEntryOf(service: string): string | undefined {
 }
 
 /**
- * The arguments for `node` that start `service` as deployed: its bundle with source
- * maps (stack traces name the TypeScript), or its sources through tsx for the executor.
+ * The arguments for `node` that start `service` as deployed: its bundle, with source maps so that
+ * stack traces name the TypeScript.
  *
- * @throws Error as {@link bundledEntryOf} does, for a bundle missing or stale.
+ * @throws Error as {@link bundledEntryOf} does.
  */
 export function serviceNodeArgs(service: string): string[] {
-  const bundle = bundledEntryOf(service);
-  if (bundle !== undefined) return ['--enable-source-maps', bundle];
-  return ['--import', 'tsx', path.join(REPO_ROOT, 'services', service, 'src', 'main.ts')];
+  return ['--enable-source-maps', bundledEntryOf(service)];
 }
 
 let ensuring: Promise<void> | undefined;
@@ -82,7 +82,7 @@ let ensuring: Promise<void> | undefined;
 export function ensureServiceBundles(): Promise<void> {
   ensuring ??= (async () => {
     try {
-      await Promise.all([...BUNDLED_SERVICES].map((s) => ensureServiceBundle(s)));
+      await Promise.all([...SERVICES].map((s) => ensureServiceBundle(s)));
     } finally {
       ensuring = undefined;
     }
@@ -92,6 +92,7 @@ export function ensureServiceBundles(): Promise<void> {
 
 /** Builds `service`'s bundle if it is missing or stale. */
 export async function ensureServiceBundle(service: string): Promise<void> {
+  if (!SERVICES.has(service)) throw new Error(`no service named '${service}'`);
   if (!isFresh(service)) await buildBundle(service);
 }
 

@@ -4,6 +4,7 @@
  */
 import { pathToFileURL } from 'node:url';
 import path from 'node:path';
+import { tsImport } from 'tsx/esm/api';
 import type { TaskTypeManifest } from '@sluice/db';
 import {
   DEFAULT_STEP_MAX_ATTEMPTS,
@@ -40,6 +41,12 @@ export function createTaskRegistry(definitions: readonly TaskDefinition[]): Task
 /**
  * Imports each module (a path relative to the working directory, or a package name) and collects
  * every exported task definition. A module that exports none is an error: it is surely a typo.
+ *
+ * Task modules are TypeScript as often as not, and the executor itself runs from a bundle of
+ * plain JavaScript (@sluice/service-bundles), so each is imported through tsx's `tsImport`: only
+ * the task module and what it imports go through tsx's loader, not the executor's own modules.
+ * They get their own copy of `@sluice/sdk`, which is safe by design: the executor recognises
+ * definitions, results and errors by their fields, never by `instanceof`.
  */
 export async function loadTaskDefinitions(modules: readonly string[]): Promise<TaskDefinition[]> {
   const found: TaskDefinition[] = [];
@@ -48,7 +55,7 @@ export async function loadTaskDefinitions(modules: readonly string[]): Promise<T
       specifier.startsWith('.') || path.isAbsolute(specifier)
         ? pathToFileURL(path.resolve(specifier)).href
         : specifier;
-    const exports = (await import(url)) as Record<string, unknown>;
+    const exports = (await tsImport(url, import.meta.url)) as Record<string, unknown>;
     const definitions = Object.values(exports).filter(isTaskDefinition);
     if (definitions.length === 0) throw new Error(`module ${specifier} exports no task definition`);
     found.push(...definitions);

@@ -241,7 +241,7 @@ function footprintNotes(
   }
   if ([...seen.values()].some((p) => p.withDescendants === true)) {
     notes.push(
-      'footprint: each service is counted with its descendants (the esbuild that `node --import tsx` starts beside an executor)',
+      'footprint: each service is counted with its descendants (the esbuild that tsx starts beside an executor to load its TypeScript task modules)',
     );
   }
   return notes;
