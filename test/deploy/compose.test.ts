@@ -27,13 +27,21 @@ import {
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { describe, it } from 'node:test';
-import { fileURLToPath } from 'node:url';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import { parse } from 'yaml';
 import { z } from 'zod';
-import { bundledEntryOf, ensureServiceBundles } from '@sluice/service-bundles';
+import {
+  BUILTIN_TASK_MODULE_FILE,
+  bundledEntryOf,
+  ensureServiceBundles,
+} from '@sluice/service-bundles';
 import { METRIC_DEFINITIONS, createMetrics } from '@sluice/telemetry';
 import { resourcesOfTaskModules } from '../../scripts/start/resources.js';
-import { EXECUTOR_ENV, loadExecutorConfig } from '../../services/executor/src/config.js';
+import {
+  BUILTIN_TASK_MODULE,
+  EXECUTOR_ENV,
+  loadExecutorConfig,
+} from '../../services/executor/src/config.js';
 import { GATEWAY_ENV, loadGatewayConfig } from '../../services/gateway/src/config.js';
 import { GOVERNOR_ENV, loadGovernorConfig } from '../../services/governor/src/config.js';
 import { SCHEDULER_ENV, loadSchedulerConfig } from '../../services/scheduler/src/config.js';
@@ -316,6 +324,13 @@ describe('deploy/compose.yaml', () => {
       const entry = path.join(REPO_ROOT, 'services', program, 'src', 'main.ts');
       assert.ok(statSync(entry).isFile(), `${name}: ${entry} does not exist`);
     }
+  });
+
+  it("builds the executor's default task modules in the image, where its services cannot write", () => {
+    const dockerfile = readFileSync(path.join(DEPLOY, 'Dockerfile'), 'utf8');
+    assert.match(dockerfile, /bundle-of-main\.ts executor\b/);
+    assert.doesNotMatch(dockerfile, /^[^#\n]*SLUICE_TASK_MODULES/m, 'so the built-in ones');
+    assert.equal(pathToFileURL(BUILTIN_TASK_MODULE_FILE).href, BUILTIN_TASK_MODULE);
   });
 
   it('deploy/run-service.sh refuses a service that does not exist', () => {

@@ -6,9 +6,9 @@
  * by the esbuild tsx compiles with. A process started from it takes about half the CPU that
  * `node --import tsx` spends resolving and loading every module through tsx's loader thread, and
  * less memory: no loader thread, no esbuild service process beside it (the gateway, on a 2-core
- * machine: 1.4 CPU-s and 116 MB resident once started, against 2.8 s and 162 MB). The executor
- * still loads its task modules, TypeScript as often as not, through tsx (task-registry.ts), and
- * only those.
+ * machine: 1.4 CPU-s and 116 MB resident once started, against 2.8 s and 162 MB). An executor's
+ * task modules, TypeScript as often as not, are built the same way when it starts
+ * (task-modules.ts).
  *
  * Every other package stays a module of its own, imported by the absolute path Node itself would
  * resolve it to from the importing file (pnpm gives each package only its own dependencies, so a
@@ -25,8 +25,19 @@ import { randomBytes } from 'node:crypto';
 import { mkdir, readFile, rename, writeFile } from 'node:fs/promises';
 import { readFileSync, statSync } from 'node:fs';
 import path from 'node:path';
-import { fileURLToPath, pathToFileURL } from 'node:url';
-import { build, type Plugin } from 'esbuild';
+import { build } from 'esbuild';
+import {
+  COMMON_BUILD_OPTIONS,
+  externalPackages,
+  inputsOf,
+  inputsUnchanged,
+  ownFileUrls,
+  type BundleInputs,
+} from './esbuild-setup.js';
+import { BUNDLE_DIR, LOCKFILE, REPO_ROOT } from './paths.js';
+
+export { BUNDLE_DIR, REPO_ROOT } from './paths.js';
+export { BUILTIN_TASK_MODULE_FILE, builtTaskModules, taskModuleFile } from './task-modules.js';
 
 /** Every Sluice service: a folder under services/. */
 export const SERVICES: ReadonlySet<string> = new Set([
@@ -35,17 +46,6 @@ export const SERVICES: ReadonlySet<string> = new Set([
   'governor',
   'executor',
 ]);
-
-/** The repository root, whose checkout a bundle belongs to. */
-export const REPO_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../..');
-const BUNDLE_DIR = path.join(REPO_ROOT, 'node_modules', '.cache', 'sluice-services');
-/** A change of installed packages moves what the bundles' imports point to. */
-const LOCKFILE = path.join(REPO_ROOT, 'pnpm-lock.yaml');
-
-/** What a bundle was built from: each input file and its modification time. */
-interface BundleInputs {
-  readonly mtimes: Record<string, number>;
-}
 
 const bundlePath = (service: string) => path.join(BUNDLE_DIR, `${service}.mjs`);
 const inputsPath = (service: string) => path.join(BUNDLE_DIR, `${service}.inputs.json`);
@@ -112,13 +112,7 @@ export function isFreshBundle(bundle: string, inputsFile: string): boolean {
   } catch {
     return false;
   }
-  return Object.entries(inputs.mtimes).every(([file, mtime]) => {
-    try {
-      return statSync(file).mtimeMs === mtime;
-    } catch {
-      return false;
-    }
-  });
+  return inputsUnchanged(inputs);
 }
 
 async function buildBundle(service: string): Promise<void> {
@@ -130,31 +124,10 @@ async function buildBundle(service: string): Promise<void> {
   const result = await build({
     entryPoints: [path.join(REPO_ROOT, 'services', service, 'src', 'main.ts')],
     outfile: temporary,
-    bundle: true,
-    platform: 'node',
-    format: 'esm',
-    target: 'node20',
-    // Node's own resolution: `main` and the `node`/`import`/`require` conditions, not the
-    // `module` builds meant for bundlers.
-    mainFields: ['main'],
-    conditions: ['node'],
-    sourcemap: 'linked',
-    metafile: true,
-    logLevel: 'warning',
+    ...COMMON_BUILD_OPTIONS,
     plugins: [externalPackages, ownFileUrls],
   });
-  const inputs = [
-    ...Object.keys(result.metafile.inputs).map((file) => path.resolve(file)),
-    LOCKFILE,
-  ];
-  // A file changed while the build read it may be in the bundle as it was: recorded as never
-  // matching, so the next check builds again.
-  const mtimes = Object.fromEntries(
-    inputs.map((file) => {
-      const { mtimeMs } = statSync(file);
-      return [file, mtimeMs < startedMs ? mtimeMs : -1];
-    }),
-  );
+  const inputs = inputsOf(result.metafile, startedMs, [LOCKFILE]);
   const map = `${temporary}.map`;
   // The bundle names its map by file name: keep it beside the bundle under the final name.
   const code = (await readFile(temporary, 'utf8')).replace(
@@ -164,41 +137,5 @@ async function buildBundle(service: string): Promise<void> {
   await writeFile(temporary, code);
   await rename(map, `${bundlePath(service)}.map`);
   await rename(temporary, bundlePath(service));
-  await writeFile(inputsPath(service), JSON.stringify({ mtimes } satisfies BundleInputs));
+  await writeFile(inputsPath(service), JSON.stringify(inputs satisfies BundleInputs));
 }
-
-/** Packages other than the workspace's: imported at run time, from where Node would find them. */
-const externalPackages: Plugin = {
-  name: 'external-packages',
-  setup(build) {
-    build.onResolve({ filter: /^[^./]/ }, async (args) => {
-      const pluginData = args.pluginData as { resolving?: boolean } | undefined;
-      if (pluginData?.resolving || args.path.startsWith('@sluice/')) return undefined;
-      if (args.path.startsWith('node:')) return { path: args.path, external: true };
-      const found = await build.resolve(args.path, {
-        kind: args.kind,
-        importer: args.importer,
-        resolveDir: args.resolveDir,
-        pluginData: { resolving: true },
-      });
-      if (found.errors.length > 0) return { errors: found.errors };
-      // A Node built-in named without `node:` resolves to itself.
-      if (found.external) return { path: found.path, external: true };
-      return { path: pathToFileURL(found.path).href, external: true };
-    });
-  },
-};
-
-/** `import.meta.url` in a bundled source file: that file's URL, not the bundle's. */
-const ownFileUrls: Plugin = {
-  name: 'own-file-urls',
-  setup(build) {
-    build.onLoad({ filter: /\.ts$/ }, async (args) => ({
-      contents: (await readFile(args.path, 'utf8')).replaceAll(
-        'import.meta.url',
-        JSON.stringify(pathToFileURL(args.path).href),
-      ),
-      loader: 'ts',
-    }));
-  },
-};

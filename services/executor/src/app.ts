@@ -75,7 +75,9 @@ export async function startExecutor(config: ExecutorConfig, log?: Logger): Promi
   const tracing = startTracing({ serviceName: `sluice-executor-${resource}` });
   // Every request a step makes (tools, web, MCP, the LLM) is an HTTP client span of that step.
   const http = startHttpInstrumentation();
-  const registry = createTaskRegistry(await loadTaskDefinitions(config.SLUICE_TASK_MODULES));
+  const registry = createTaskRegistry(
+    await loadTaskDefinitions(config.SLUICE_TASK_MODULES, logger),
+  );
   const runnable = registry.definitions.filter((d) => usesResource(d, resource));
   if (runnable.length === 0) {
     logger.warn({ resource }, 'no loaded task type has a step on this resource');

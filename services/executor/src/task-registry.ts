@@ -3,7 +3,8 @@
  * samples by default), so users ship their own task types without forking Sluice.
  */
 import { pathToFileURL } from 'node:url';
-import path from 'node:path';
+import { builtTaskModules, taskModuleFile } from '@sluice/service-bundles';
+import type { Logger } from '@sluice/telemetry';
 import { tsImport } from 'tsx/esm/api';
 import type { TaskTypeManifest } from '@sluice/db';
 import {
@@ -43,24 +44,70 @@ export function createTaskRegistry(definitions: readonly TaskDefinition[]): Task
  * every exported task definition. A module that exports none is an error: it is surely a typo.
  *
  * Task modules are TypeScript as often as not, and the executor itself runs from a bundle of
- * plain JavaScript (@sluice/service-bundles), so each is imported through tsx's `tsImport`: only
- * the task module and what it imports go through tsx's loader, not the executor's own modules.
- * They get their own copy of `@sluice/sdk`, which is safe by design: the executor recognises
- * definitions, results and errors by their fields, never by `instanceof`.
+ * plain JavaScript (@sluice/service-bundles). Files are built into JavaScript too, kept in the
+ * checkout's bundle cache (`builtTaskModules`); where that cache cannot be written (an image whose
+ * files belong to another user, with modules its build did not prepare), and for package names,
+ * a module is imported through tsx's `tsImport` instead, which costs about a second more CPU at
+ * start. Either way a task module has its own copy of `@sluice/sdk` beside the executor's, which is
+ * safe by design: the executor recognises definitions, results and errors by their fields, never
+ * by `instanceof`.
  */
-export async function loadTaskDefinitions(modules: readonly string[]): Promise<TaskDefinition[]> {
+export async function loadTaskDefinitions(
+  modules: readonly string[],
+  log?: Pick<Logger, 'info'>,
+): Promise<TaskDefinition[]> {
+  const urls = await importableUrls(modules, log);
   const found: TaskDefinition[] = [];
-  for (const specifier of modules) {
-    const url =
-      specifier.startsWith('.') || path.isAbsolute(specifier)
-        ? pathToFileURL(path.resolve(specifier)).href
-        : specifier;
-    const exports = (await tsImport(url, import.meta.url)) as Record<string, unknown>;
+  for (const [index, specifier] of modules.entries()) {
+    const url = urls[index]!;
+    const exports = (
+      url.built ? await import(url.href) : await tsImport(url.href, import.meta.url)
+    ) as Record<string, unknown>;
     const definitions = Object.values(exports).filter(isTaskDefinition);
     if (definitions.length === 0) throw new Error(`module ${specifier} exports no task definition`);
     found.push(...definitions);
   }
   return found;
+}
+
+/** What to import for a task module: a built one, or its source (or package) through tsx. */
+interface TaskModuleUrl {
+  readonly href: string;
+  readonly built: boolean;
+}
+
+async function importableUrls(
+  modules: readonly string[],
+  log: Pick<Logger, 'info'> | undefined,
+): Promise<TaskModuleUrl[]> {
+  const files = modules.flatMap((specifier) => taskModuleFile(specifier) ?? []);
+  let built: string[] | undefined;
+  if (files.length > 0) {
+    try {
+      built = await builtTaskModules(files);
+    } catch (error) {
+      if (!isUnwritable(error)) throw error;
+      log?.info(
+        { cache: (error as NodeJS.ErrnoException).path },
+        'task modules load through tsx: the bundle cache cannot be written',
+      );
+    }
+  }
+  let next = 0;
+  return modules.map((specifier) => {
+    if (taskModuleFile(specifier) === undefined) return { href: specifier, built: false };
+    const file = files[next]!;
+    const url = built?.[next];
+    next += 1;
+    return url === undefined
+      ? { href: pathToFileURL(file).href, built: false }
+      : { href: url, built: true };
+  });
+}
+
+function isUnwritable(error: unknown): boolean {
+  const code = (error as NodeJS.ErrnoException | undefined)?.code;
+  return code === 'EACCES' || code === 'EPERM' || code === 'EROFS';
 }
 
 /** The manifest registered in Postgres for a definition. */

@@ -241,7 +241,7 @@ function footprintNotes(
   }
   if ([...seen.values()].some((p) => p.withDescendants === true)) {
     notes.push(
-      'footprint: each service is counted with its descendants (the esbuild that tsx starts beside an executor to load its TypeScript task modules)',
+      'footprint: each service is counted with its descendants (none since services run from bundles; the esbuild of tsx where an executor must load task modules through it)',
     );
   }
   return notes;

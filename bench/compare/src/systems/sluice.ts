@@ -178,8 +178,8 @@ export function createSluice(options: SluiceSystemOptions): QueueSystem & {
 
     async processes() {
       const { stack, handle } = running();
-      // Each service with its descendants (tsx starts an esbuild process beside an executor, for
-      // its task modules); an executor is named by its resource and start order: one role for all.
+      // Each service with its descendants (an esbuild process, where tsx loads an executor's task
+      // modules); an executor is named by its resource and start order: one role for all.
       const services = stack.all.flatMap((service) =>
         service.pid === undefined
           ? []
