@@ -2,9 +2,9 @@
  * The task types an executor can run: loaded from modules named in configuration (the built-in
  * samples by default), so users ship their own task types without forking Sluice.
  */
+import { existsSync } from 'node:fs';
 import { pathToFileURL } from 'node:url';
 import { builtTaskModules, taskModuleFile } from '@sluice/service-bundles';
-import type { Logger } from '@sluice/telemetry';
 import { tsImport } from 'tsx/esm/api';
 import type { TaskTypeManifest } from '@sluice/db';
 import {
@@ -39,6 +39,11 @@ export function createTaskRegistry(definitions: readonly TaskDefinition[]): Task
   };
 }
 
+/** Where the executor says how its task modules load (its logger). */
+export interface TaskModuleLog {
+  info(fields: Record<string, unknown>, message: string): void;
+}
+
 /**
  * Imports each module (a path relative to the working directory, or a package name) and collects
  * every exported task definition. A module that exports none is an error: it is surely a typo.
@@ -54,7 +59,7 @@ export function createTaskRegistry(definitions: readonly TaskDefinition[]): Task
  */
 export async function loadTaskDefinitions(
   modules: readonly string[],
-  log?: Pick<Logger, 'info'>,
+  log?: TaskModuleLog,
 ): Promise<TaskDefinition[]> {
   const urls = await importableUrls(modules, log);
   const found: TaskDefinition[] = [];
@@ -78,9 +83,16 @@ interface TaskModuleUrl {
 
 async function importableUrls(
   modules: readonly string[],
-  log: Pick<Logger, 'info'> | undefined,
+  log: TaskModuleLog | undefined,
 ): Promise<TaskModuleUrl[]> {
   const files = modules.flatMap((specifier) => taskModuleFile(specifier) ?? []);
+  const missing = modules.find((m) => {
+    const file = taskModuleFile(m);
+    return file !== undefined && !existsSync(file);
+  });
+  if (missing !== undefined) {
+    throw new Error(`task module ${missing}: no such file (${taskModuleFile(missing)})`);
+  }
   let built: string[] | undefined;
   if (files.length > 0) {
     try {
