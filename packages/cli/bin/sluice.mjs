@@ -1,6 +1,7 @@
 #!/usr/bin/env node
-// The `sluice` command. The CLI is TypeScript run through tsx like every other part of Sluice (no
-// build step): register tsx's loader in this process, then hand over to src/main.ts.
+// The `sluice` command. The CLI is TypeScript run through tsx (no build step, unlike the services,
+// which run from bundles: packages/service-bundles): register tsx's loader in this process, then
+// hand over to src/main.ts.
 import { register } from 'tsx/esm/api';
 
 register();
