@@ -8,9 +8,10 @@ import { statSync } from 'node:fs';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import type { BuildOptions, Loader, Metafile, Plugin } from 'esbuild';
+import { LOCKFILE } from './paths.js';
 
 /** Options shared by the services' bundles and the task modules' ones. */
-export const COMMON_BUILD_OPTIONS = {
+const COMMON_BUILD_OPTIONS = {
   bundle: true,
   platform: 'node',
   format: 'esm',
@@ -29,17 +30,36 @@ export interface BundleInputs {
   readonly mtimes: Record<string, number>;
 }
 
+/** A finished build: what esbuild wrote, and what it was built from. */
+export interface Build {
+  readonly metafile: Metafile;
+  readonly inputs: BundleInputs;
+}
+
 /**
- * The inputs of a build that began at `startedMs`, and `extra` files. A file changed while the
- * build read it may be in the bundle as it was: recorded as never matching, so the next check
- * builds again.
+ * Builds `options` (entry points, output) with what every bundle here is built with. esbuild is
+ * loaded on the first build, so a process that finds its bundles fresh (an executor, at every
+ * start) never loads it.
  */
-export function inputsOf(
-  metafile: Metafile,
-  startedMs: number,
-  extra: readonly string[],
-): BundleInputs {
-  const files = [...Object.keys(metafile.inputs).map((file) => path.resolve(file)), ...extra];
+export async function runBuild(options: BuildOptions): Promise<Build> {
+  const { build } = await import('esbuild');
+  const startedMs = Date.now();
+  const { metafile } = await build({
+    ...COMMON_BUILD_OPTIONS,
+    plugins: [externalPackages, ownFileUrls],
+    ...options,
+  });
+  if (metafile === undefined) throw new Error('esbuild returned no metafile');
+  return { metafile, inputs: inputsOf(metafile, startedMs) };
+}
+
+/**
+ * The inputs of a build that began at `startedMs`, and the lockfile (a change of installed
+ * packages moves what a bundle's imports point to). A file changed while the build read it may be
+ * in the bundle as it was: recorded as never matching, so the next check builds again.
+ */
+function inputsOf(metafile: Metafile, startedMs: number): BundleInputs {
+  const files = [...Object.keys(metafile.inputs).map((file) => path.resolve(file)), LOCKFILE];
   return {
     mtimes: Object.fromEntries(
       files.map((file) => {
@@ -67,7 +87,7 @@ export function inputsUnchanged(inputs: BundleInputs): boolean {
  * Packages are imported at run time, from the file Node would find them in; a package whose file is
  * TypeScript (the workspace's own, `@sluice/*` among them) is compiled in, as Node cannot load it.
  */
-export const externalPackages: Plugin = {
+const externalPackages: Plugin = {
   name: 'external-packages',
   setup(build) {
     build.onResolve({ filter: /^[^./]/ }, async (args) => {
@@ -92,7 +112,7 @@ export const externalPackages: Plugin = {
 const TYPESCRIPT_FILE = /\.[cm]?tsx?$/;
 
 /** `import.meta.url` in a bundled source file: that file's URL, not the bundle's. */
-export const ownFileUrls: Plugin = {
+const ownFileUrls: Plugin = {
   name: 'own-file-urls',
   setup(build) {
     build.onLoad({ filter: /\.[cm]?[jt]sx?$/ }, async (args) => ({

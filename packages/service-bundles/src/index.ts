@@ -25,16 +25,8 @@ import { randomBytes } from 'node:crypto';
 import { mkdir, readFile, rename, writeFile } from 'node:fs/promises';
 import { readFileSync, statSync } from 'node:fs';
 import path from 'node:path';
-import { build } from 'esbuild';
-import {
-  COMMON_BUILD_OPTIONS,
-  externalPackages,
-  inputsOf,
-  inputsUnchanged,
-  ownFileUrls,
-  type BundleInputs,
-} from './esbuild-setup.js';
-import { BUNDLE_DIR, LOCKFILE, REPO_ROOT } from './paths.js';
+import { inputsUnchanged, runBuild, type BundleInputs } from './esbuild-setup.js';
+import { BUNDLE_DIR, REPO_ROOT } from './paths.js';
 
 export { BUNDLE_DIR, REPO_ROOT } from './paths.js';
 export { BUILTIN_TASK_MODULE_FILE, builtTaskModules, taskModuleFile } from './task-modules.js';
@@ -120,14 +112,10 @@ async function buildBundle(service: string): Promise<void> {
   // Written beside the bundle and renamed over it, so a process never starts a half-written one
   // (and two processes building at once each leave a whole one).
   const temporary = path.join(BUNDLE_DIR, `.${service}-${randomBytes(4).toString('hex')}.mjs`);
-  const startedMs = Date.now();
-  const result = await build({
+  const { inputs } = await runBuild({
     entryPoints: [path.join(REPO_ROOT, 'services', service, 'src', 'main.ts')],
     outfile: temporary,
-    ...COMMON_BUILD_OPTIONS,
-    plugins: [externalPackages, ownFileUrls],
   });
-  const inputs = inputsOf(result.metafile, startedMs, [LOCKFILE]);
   const map = `${temporary}.map`;
   // The bundle names its map by file name: keep it beside the bundle under the final name.
   const code = (await readFile(temporary, 'utf8')).replace(

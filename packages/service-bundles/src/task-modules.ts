@@ -16,16 +16,8 @@ import { existsSync, readFileSync } from 'node:fs';
 import { mkdir, readdir, rename, rm, stat, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
-import { build } from 'esbuild';
-import {
-  COMMON_BUILD_OPTIONS,
-  externalPackages,
-  inputsOf,
-  inputsUnchanged,
-  ownFileUrls,
-  type BundleInputs,
-} from './esbuild-setup.js';
-import { BUNDLE_DIR, LOCKFILE, REPO_ROOT } from './paths.js';
+import { inputsUnchanged, runBuild, type BundleInputs } from './esbuild-setup.js';
+import { BUNDLE_DIR, REPO_ROOT } from './paths.js';
 
 const TASK_BUNDLE_DIR = path.join(BUNDLE_DIR, 'task-modules');
 
@@ -90,9 +82,7 @@ async function buildTaskModules(key: string, files: readonly string[]): Promise<
   const folder = `${Date.now()}-${randomBytes(4).toString('hex')}`;
   const outdir = path.join(keyDir, folder);
   await mkdir(outdir, { recursive: true });
-  const startedMs = Date.now();
-  const result = await build({
-    ...COMMON_BUILD_OPTIONS,
+  const { metafile, inputs } = await runBuild({
     entryPoints: [...files],
     outdir,
     // A module two task modules import stays one instance: it goes into a chunk both import.
@@ -100,22 +90,17 @@ async function buildTaskModules(key: string, files: readonly string[]): Promise<
     entryNames: '[name]-[hash]',
     chunkNames: 'chunk-[hash]',
     outExtension: { '.js': '.mjs' },
-    plugins: [externalPackages, ownFileUrls],
   }).catch(async (error: unknown) => {
     await rm(outdir, { recursive: true, force: true });
     throw error;
   });
   const modules: Record<string, string> = {};
-  for (const [output, meta] of Object.entries(result.metafile.outputs)) {
+  for (const [output, meta] of Object.entries(metafile.outputs)) {
     if (meta.entryPoint !== undefined) {
       modules[path.resolve(meta.entryPoint)] = path.relative(outdir, path.resolve(output));
     }
   }
-  const record: TaskBuild = {
-    ...inputsOf(result.metafile, startedMs, [LOCKFILE]),
-    folder,
-    modules,
-  };
+  const record: TaskBuild = { ...inputs, folder, modules };
   // Written beside and renamed over the record: a reader sees the old build or the new, whole.
   const temporary = `${recordPath(key)}.${randomBytes(4).toString('hex')}`;
   await writeFile(temporary, JSON.stringify(record));

@@ -85,18 +85,18 @@ async function importableUrls(
   modules: readonly string[],
   log: TaskModuleLog | undefined,
 ): Promise<TaskModuleUrl[]> {
-  const files = modules.flatMap((specifier) => taskModuleFile(specifier) ?? []);
-  const missing = modules.find((m) => {
-    const file = taskModuleFile(m);
-    return file !== undefined && !existsSync(file);
-  });
-  if (missing !== undefined) {
-    throw new Error(`task module ${missing}: no such file (${taskModuleFile(missing)})`);
+  const fileOf = new Map(modules.map((specifier) => [specifier, taskModuleFile(specifier)]));
+  for (const [specifier, file] of fileOf) {
+    if (file !== undefined && !existsSync(file)) {
+      throw new Error(`task module ${specifier}: no such file (${file})`);
+    }
   }
-  let built: string[] | undefined;
+  const files = [...fileOf.values()].filter((file) => file !== undefined);
+  const builtUrlOf = new Map<string, string>();
   if (files.length > 0) {
     try {
-      built = await builtTaskModules(files);
+      const urls = await builtTaskModules(files);
+      files.forEach((file, index) => builtUrlOf.set(file, urls[index]!));
     } catch (error) {
       if (!isUnwritable(error)) throw error;
       log?.info(
@@ -105,15 +105,13 @@ async function importableUrls(
       );
     }
   }
-  let next = 0;
   return modules.map((specifier) => {
-    if (taskModuleFile(specifier) === undefined) return { href: specifier, built: false };
-    const file = files[next]!;
-    const url = built?.[next];
-    next += 1;
-    return url === undefined
+    const file = fileOf.get(specifier);
+    if (file === undefined) return { href: specifier, built: false };
+    const built = builtUrlOf.get(file);
+    return built === undefined
       ? { href: pathToFileURL(file).href, built: false }
-      : { href: url, built: true };
+      : { href: built, built: true };
   });
 }
 
