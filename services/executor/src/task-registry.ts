@@ -60,8 +60,9 @@ export interface TaskModuleLog {
 export async function loadTaskDefinitions(
   modules: readonly string[],
   log?: TaskModuleLog,
+  options: LoadOptions = {},
 ): Promise<TaskDefinition[]> {
-  const urls = await importableUrls(modules, log);
+  const urls = await importableUrls(modules, log, options.build ?? builtTaskModules);
   const found: TaskDefinition[] = [];
   for (const [index, specifier] of modules.entries()) {
     const url = urls[index]!;
@@ -75,6 +76,12 @@ export async function loadTaskDefinitions(
   return found;
 }
 
+/** How {@link loadTaskDefinitions} builds the files (tests give a cache that cannot be written). */
+export interface LoadOptions {
+  /** Builds the files into JavaScript; the URL of each file's build, in order. */
+  readonly build?: (files: readonly string[]) => Promise<string[]>;
+}
+
 /** What to import for a task module: a built one, or its source (or package) through tsx. */
 interface TaskModuleUrl {
   readonly href: string;
@@ -84,6 +91,7 @@ interface TaskModuleUrl {
 async function importableUrls(
   modules: readonly string[],
   log: TaskModuleLog | undefined,
+  build: (files: readonly string[]) => Promise<string[]>,
 ): Promise<TaskModuleUrl[]> {
   const fileOf = new Map(modules.map((specifier) => [specifier, taskModuleFile(specifier)]));
   for (const [specifier, file] of fileOf) {
@@ -95,7 +103,7 @@ async function importableUrls(
   const builtUrlOf = new Map<string, string>();
   if (files.length > 0) {
     try {
-      const urls = await builtTaskModules(files);
+      const urls = await build(files);
       files.forEach((file, index) => builtUrlOf.set(file, urls[index]!));
     } catch (error) {
       if (!isUnwritable(error)) throw error;
