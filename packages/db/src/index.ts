@@ -202,6 +202,7 @@ export {
 } from './queries/tenants.js';
 export type { ApiKeyRecord, IssuedApiKey, TenantRecord } from './queries/tenants.js';
 export { ADMISSION_RATE_WINDOW_MS, estimateWaitMs, queueStanding } from './queries/queue.js';
+export { msUntilNextReadyStep, msUntilNextTimer } from './queries/due-work.js';
 export type { QueueStanding } from './queries/queue.js';
 export { latestApproval, outputsBefore, recordStepProgress } from './queries/step-context.js';
 export { startUsualSteps } from './queries/step-start.js';

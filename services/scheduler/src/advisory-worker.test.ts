@@ -171,8 +171,8 @@ describe('advisory worker', () => {
     );
 
     let woken = 0;
-    const more = await handleAdvisoryBatch({ ...w.deps, onOutcomesRecorded: () => (woken += 1) });
-    assert.equal(more, false);
+    const batch = await handleAdvisoryBatch({ ...w.deps, onOutcomesRecorded: () => (woken += 1) });
+    assert.deepEqual(batch, { more: false, handled: 1 });
     assert.equal(woken, 1, 'the outcome applier is woken');
 
     const letters = await deadLettersOfTask(w.handle.db, w.taskId);

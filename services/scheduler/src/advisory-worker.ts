@@ -61,11 +61,14 @@ export const DEFAULT_ADVISORY_FETCH_EXPIRES_MS = 1_000;
 const RETRY_DELAY_MS = 1_000;
 
 /**
- * Fetches one batch of advisories from the dead-letter consumer and handles each; returns true
- * when the batch was full (more may be waiting). An advisory that fails to be handled is
- * negatively acknowledged with a delay, so it comes back; one that cannot be decoded is dropped.
+ * Fetches one batch of advisories from the dead-letter consumer and handles each; says how many it
+ * fetched and whether the batch was full (more may be waiting). An advisory that fails to be
+ * handled is negatively acknowledged with a delay, so it comes back; one that cannot be decoded is
+ * dropped.
  */
-export async function handleAdvisoryBatch(deps: AdvisoryWorkerDeps): Promise<boolean> {
+export async function handleAdvisoryBatch(
+  deps: AdvisoryWorkerDeps,
+): Promise<{ readonly more: boolean; readonly handled: number }> {
   const consumer = await deps.js.consumers.get(
     deps.catalog.streams.advisories,
     deps.catalog.consumers.deadLetters,
@@ -82,7 +85,7 @@ export async function handleAdvisoryBatch(deps: AdvisoryWorkerDeps): Promise<boo
     },
   );
   if (failed > 0) deps.onOutcomesRecorded?.();
-  return count === deps.batchSize;
+  return { more: count === deps.batchSize, handled: count };
 }
 
 /** Handles one delivered advisory and settles it (ack, or nak to try again later). */

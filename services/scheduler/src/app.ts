@@ -28,7 +28,9 @@ import {
 import {
   KeptConnection,
   TASK_EVENTS_CHANNEL,
+  hasTasksToSettle,
   migrateDatabase,
+  msUntilNextReadyStep,
   openDatabase,
   type AdmissionSettings,
 } from '@sluice/db';
@@ -45,7 +47,7 @@ import {
 import { handleAdvisoryBatch } from './advisory-worker.js';
 import { startBatchLoop, type BatchLoop } from './batch-loop.js';
 import { failFastBatch, openBreakerResources } from './breaker-fail-fast.js';
-import type { SchedulerConfig } from './config.js';
+import { idlePollMsOf, type SchedulerConfig } from './config.js';
 import { dispatchBatch, type DispatchPass } from './dispatcher.js';
 import { FreedSlots } from './freed-slots.js';
 import { PublicationRecorder } from './publication-recorder.js';
@@ -202,9 +204,11 @@ export async function startScheduler(
       delayMs: Math.min(1_000, Math.floor(config.SLUICE_DISPATCH_GRACE_MS / 4)),
     });
     claimConnection = new KeptConnection(database.db);
+    const idlePollMs = idlePollMsOf(config);
     const dispatcher = startBatchLoop({
       name: 'dispatch',
       pollMs: config.SLUICE_SCHEDULER_POLL_MS,
+      idlePollMs,
       log: logger,
       runBatch: async () => {
         freedSlots.passStarted();
@@ -225,7 +229,17 @@ export async function startScheduler(
         }
         fullResources.seen(pass.full);
         pass.urgentResources.forEach(noteUrgentWork);
-        return freedSlots.passEnded(pass) || pass.more;
+        const more = freedSlots.passEnded(pass) || pass.more;
+        // Nothing claimed and no due step waiting for room: idle until a step's backoff ends.
+        const idle = pass.claimed === 0 && !pass.leftBehind && pass.full.length === 0;
+        if (more || !idle) return { more, handled: pass.claimed };
+        const dueInMs = await msUntilNextReadyStep(database.db);
+        return {
+          more: false,
+          handled: 0,
+          idle: true,
+          ...(dueInMs === undefined ? {} : { dueInMs }),
+        };
       },
     });
     const abortRunningSteps = (taskIds: readonly string[]) => {
@@ -236,28 +250,39 @@ export async function startScheduler(
         );
       }
     };
+    const timers = startBatchLoop({
+      name: 'timers',
+      pollMs: config.SLUICE_SCHEDULER_POLL_MS,
+      idlePollMs,
+      log: logger,
+      runBatch: () => fireTimerBatch({ ...common, onStepsReady: () => dispatcher.wake() }),
+    });
+    // Timers armed by an outcome or a settle (a backoff, an approval's deadline) wake the timer
+    // loop, which may be sleeping until a later one.
+    const wakeTimers = () => timers.wake();
     const applier = startBatchLoop({
       name: 'outcomes',
       pollMs: config.SLUICE_SCHEDULER_POLL_MS,
+      idlePollMs,
       log: logger,
       runBatch: async () => {
+        // Told only after a pass that applied outcomes.
         let settleDue: boolean | undefined;
         const moreOutcomes = await applyOutcomeBatch({
           ...common,
           onStepsReady: () => dispatcher.wake(),
+          onTimersArmed: wakeTimers,
           abortRunningSteps,
           retryBudget,
           onSettleChecked: (due) => (settleDue = due),
         });
-        const moreToSettle = await settleBatch(common, settleDue);
-        return moreOutcomes || moreToSettle;
+        const applied = settleDue !== undefined;
+        const toSettle = settleDue ?? (await hasTasksToSettle(database.db));
+        const moreToSettle =
+          toSettle && (await settleBatch({ ...common, onTimersArmed: wakeTimers }, true));
+        if (moreOutcomes || moreToSettle) return true;
+        return { more: false, handled: applied || toSettle ? 1 : 0, idle: !applied && !toSettle };
       },
-    });
-    const timers = startBatchLoop({
-      name: 'timers',
-      pollMs: config.SLUICE_SCHEDULER_POLL_MS,
-      log: logger,
-      runBatch: () => fireTimerBatch({ ...common, onStepsReady: () => dispatcher.wake() }),
     });
     // Steps declaring `whileBreakerOpen: 'fail'` fail fast as retryable while their resource's
     // breaker is open, instead of waiting like the rest (breaker-fail-fast.ts).
@@ -354,6 +379,8 @@ export async function startScheduler(
         relay = startBatchLoop({
           name: 'relay',
           pollMs: config.SLUICE_SCHEDULER_POLL_MS,
+          // Woken by Postgres itself (the events' NOTIFY): the poll is for a lost connection.
+          idlePollMs,
           gatherMs: config.SLUICE_RELAY_GATHER_MS,
           log: logger,
           runBatch: () =>
@@ -430,15 +457,19 @@ export async function startScheduler(
         advisories = startBatchLoop({
           name: 'advisories',
           pollMs: config.SLUICE_SCHEDULER_POLL_MS,
+          // Dead letters are not urgent: a quiet system asks for advisories less often.
+          idlePollMs,
           log: logger,
-          runBatch: () =>
-            handleAdvisoryBatch({
+          runBatch: async () => {
+            const { more, handled } = await handleAdvisoryBatch({
               ...common,
               js,
               jsm,
               catalog,
               onOutcomesRecorded: () => applier.wake(),
-            }),
+            });
+            return { more, handled, idle: handled === 0 };
+          },
           onError: noticeBusError('advisories'),
         });
       },

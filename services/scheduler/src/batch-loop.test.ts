@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { Writable } from 'node:stream';
 import { describe, it } from 'node:test';
 import { createLogger } from '@sluice/telemetry';
-import { startBatchLoop, type BatchReport } from './batch-loop.js';
+import { pauseAfter, startBatchLoop, type BatchReport } from './batch-loop.js';
 
 const quiet = createLogger({
   service: 'batch-loop-test',
@@ -86,5 +86,68 @@ describe('startBatchLoop', () => {
     } finally {
       await loop.stop();
     }
+  });
+
+  it('looks less often while its passes are idle, never past what falls due, and at the poll again on work', async () => {
+    // Each pass: what it reports, and whether work arrives while it runs.
+    const script: Array<{ report: BatchReport; wakeDuring?: boolean }> = [
+      { report: { more: false, handled: 0, idle: true } }, // 2 polls
+      { report: { more: false, handled: 0, idle: true } }, // 4 polls
+      { report: { more: false, handled: 0, idle: true } }, // 8 polls, capped at the idle pause
+      { report: { more: false, handled: 0, idle: true, dueInMs: 300 } }, // a backoff ends first
+      { report: { more: false, handled: 0, idle: true, dueInMs: 0 } }, // due: a few ms
+      { report: { more: false, handled: 1 } }, // work: the poll
+      { report: { more: false, handled: 0, idle: true } }, // 2 polls again
+      { report: { more: false, handled: 0, idle: true }, wakeDuring: true }, // woken: the poll
+      { report: { more: false, handled: 0, idle: true } }, // 2 polls
+    ];
+    const pauses: number[] = [];
+    let batches = 0;
+    let finished: () => void = () => undefined;
+    const allRun = new Promise<void>((resolve) => (finished = resolve));
+    const loop = startBatchLoop({
+      name: 'idle-test',
+      pollMs: 1_000,
+      idlePollMs: 5_000,
+      log: quiet,
+      // No pause is waited out: the test wakes the loop as soon as it has chosen one (but after a
+      // pass woken while it ran, whose wake-up ends the pause already).
+      onPause: (ms) => {
+        pauses.push(ms);
+        if (pauses.length === script.length) finished();
+        else if (script[pauses.length - 1]?.wakeDuring !== true) queueMicrotask(() => loop.wake());
+      },
+      runBatch: () => {
+        const step = script[batches] ?? { report: { more: false, handled: 0 } };
+        batches += 1;
+        if (step.wakeDuring) loop.wake();
+        return Promise.resolve(step.report);
+      },
+    });
+    await allRun;
+    await loop.stop();
+    assert.deepEqual(pauses, [2_000, 4_000, 5_000, 300, 5, 1_000, 2_000, 1_000, 2_000]);
+  });
+});
+
+describe('pauseAfter', () => {
+  it('is the poll without idle passes, whatever the idle pause', () => {
+    assert.equal(pauseAfter(1_000, 5_000, 0, undefined), 1_000);
+    assert.equal(pauseAfter(1_000, 1_000, 3, undefined), 1_000, 'pacing off');
+    assert.equal(pauseAfter(1_000, 200, 3, undefined), 1_000, 'never below the poll');
+  });
+
+  it('doubles per idle pass up to the idle pause, and stays there', () => {
+    assert.deepEqual(
+      [1, 2, 3, 4, 60, 2_000].map((streak) => pauseAfter(100, 1_000, streak, undefined)),
+      [200, 400, 800, 1_000, 1_000, 1_000],
+    );
+  });
+
+  it('ends when known work falls due, a few ms at least', () => {
+    assert.equal(pauseAfter(1_000, 5_000, 3, 2_500), 2_500);
+    assert.equal(pauseAfter(1_000, 5_000, 0, 300), 300);
+    assert.equal(pauseAfter(1_000, 5_000, 3, 9_000), 5_000);
+    assert.equal(pauseAfter(1_000, 5_000, 3, -40), 5);
   });
 });

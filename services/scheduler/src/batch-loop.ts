@@ -1,7 +1,14 @@
 /**
  * The shape of every scheduler loop: do a batch; if it was full, go again at once (throughput grows
- * with load); otherwise sleep until woken or the poll interval passes (latency stays low and idle
- * costs nothing). Errors are logged and retried after a pause, never fatal.
+ * with load); otherwise sleep until woken or the poll interval passes (latency stays low). Errors
+ * are logged and retried after a pause, never fatal.
+ *
+ * While its passes find nothing to do (`idle`), a loop looks less and less often — twice the poll
+ * interval, then four times, up to `idlePollMs` — since its work comes with a wake-up and the poll
+ * only catches one that was lost; but never past the moment work it knows of falls due
+ * (`dueInMs`: a retry's backoff, a timer). A pass that finds work, or one woken while it ran,
+ * brings it back to the poll interval; a wake-up itself always runs a pass at once. An idle stack
+ * so runs a statement every few seconds, not several a second.
  */
 import { setTimeout } from 'node:timers/promises';
 import { Waker } from '@sluice/runtime';
@@ -19,6 +26,11 @@ export interface BatchLoop {
 export interface BatchLoopOptions {
   readonly name: string;
   readonly pollMs: number;
+  /**
+   * The longest pause while passes report `idle` (default `pollMs`: always the poll interval). A
+   * lost wake-up is seen at most this late while the loop had nothing to do.
+   */
+  readonly idlePollMs?: number;
   readonly log: Logger;
   /**
    * Does one batch; returns true when there may be more work right away, or a {@link BatchReport}
@@ -36,6 +48,8 @@ export interface BatchLoopOptions {
   readonly gatherMs?: number;
   /** How the loop sleeps while work gathers (tests replace it). */
   readonly sleep?: (ms: number) => Promise<void>;
+  /** Sees each pause before the loop waits it out, unless woken (tests follow the pacing). */
+  readonly onPause?: (ms: number) => void;
   /**
    * Sees every failed batch before the pause (e.g. to have lost NATS streams recreated, which no
    * pause alone would bring back).
@@ -48,24 +62,59 @@ export interface BatchReport {
   readonly more: boolean;
   /** Items the batch handled. */
   readonly handled: number;
+  /**
+   * The batch found nothing to do and knows of nothing waiting (but what `dueInMs` says): the
+   * loop may look less often until woken.
+   */
+  readonly idle?: boolean;
+  /**
+   * In how many milliseconds the next work this loop knows of falls due (by the database's clock,
+   * so that a caller's clock that differs cannot wake it early again and again); the loop's next
+   * pass comes no later.
+   */
+  readonly dueInMs?: number;
 }
 
 /** Pause after a failed batch (Postgres or NATS trouble) before trying again. */
 const ERROR_PAUSE_MS = 1_000;
 
+/** The shortest pause until work falls due: it is due by then, or nearly (a clock's granularity). */
+const MIN_DUE_PAUSE_MS = 5;
+
+/**
+ * The pause after a pass: the poll interval, doubled for each idle pass in a row up to `idlePollMs`
+ * (never below the poll interval), and no later than work falls due.
+ */
+export function pauseAfter(
+  pollMs: number,
+  idlePollMs: number,
+  idleStreak: number,
+  dueInMs: number | undefined,
+): number {
+  const paced =
+    idleStreak > 0 ? Math.max(pollMs, Math.min(idlePollMs, pollMs * 2 ** idleStreak)) : pollMs;
+  return dueInMs === undefined ? paced : Math.min(paced, Math.max(MIN_DUE_PAUSE_MS, dueInMs));
+}
+
 export function startBatchLoop(options: BatchLoopOptions): BatchLoop {
   const waker = new Waker();
   const sleep = options.sleep ?? ((ms: number) => setTimeout(ms));
+  const idlePollMs = options.idlePollMs ?? options.pollMs;
   let stopped = false;
+  /** Idle passes in a row, none of them woken. */
+  let idleStreak = 0;
   const done = (async () => {
     while (!stopped) {
       let more = false;
       let handled = Number.POSITIVE_INFINITY; // a batch that does not say counts as a full one
+      let idle = false;
+      let dueInMs: number | undefined;
       try {
         const report = await options.runBatch();
         if (typeof report === 'boolean') more = report;
-        else ({ more, handled } = report);
+        else ({ more, handled, idle = false, dueInMs } = report);
       } catch (error) {
+        idleStreak = 0;
         options.log.error({ err: error, loop: options.name }, 'batch failed; retrying');
         try {
           options.onError?.(error);
@@ -75,9 +124,13 @@ export function startBatchLoop(options: BatchLoopOptions): BatchLoop {
         await waker.wait(ERROR_PAUSE_MS);
         continue;
       }
+      // A wake-up during the pass means work may have come after it looked.
+      idleStreak = idle && !more && !waker.hasWakeUp ? idleStreak + 1 : 0;
       if (!more && !stopped) {
         const busy = waker.hasWakeUp && handled > 1;
-        await waker.wait(options.pollMs);
+        const pause = pauseAfter(options.pollMs, idlePollMs, idleStreak, dueInMs);
+        options.onPause?.(pause);
+        await waker.wait(pause);
         // Wake-ups meanwhile are kept by the waker (the next wait returns at once); a stop waits
         // at most this long.
         if (busy && options.gatherMs && !stopped) await sleep(options.gatherMs);

@@ -25,6 +25,13 @@ export const SCHEDULER_ENV = {
    */
   SLUICE_SCHEDULER_POLL_MS: intVar(1_000, 10, 60_000),
   /**
+   * Longest pause of a loop whose passes find nothing to do (batch-loop.ts): it looks twice as long
+   * after each such pass, up to this; a pass with work, or a wake-up during one, brings it back to
+   * the poll. Known work that falls due earlier (a backoff, a timer) is never waited past. 0: five
+   * times `SLUICE_SCHEDULER_POLL_MS`; the poll itself turns the pacing off.
+   */
+  SLUICE_SCHEDULER_IDLE_POLL_MS: intVar(0, 0, 600_000),
+  /**
    * The urgent-wait guard's target: while the 90th percentile of a resource's P0 waits from
    * dispatch to start is above this many ms, fewer P1–P3 steps are admitted there
    * (urgent-wait-guard.ts); 0 turns the guard off.
@@ -82,4 +89,12 @@ export function loadSchedulerConfig(
   env: Record<string, string | undefined> = process.env,
 ): SchedulerConfig {
   return loadEnvConfig(SCHEDULER_ENV, env);
+}
+
+/** The idle pause when `SLUICE_SCHEDULER_IDLE_POLL_MS` is 0, in polls. */
+export const IDLE_POLL_FACTOR = 5;
+
+/** The longest pause of an idle loop (`SLUICE_SCHEDULER_IDLE_POLL_MS`, or its default). */
+export function idlePollMsOf(config: SchedulerConfig): number {
+  return config.SLUICE_SCHEDULER_IDLE_POLL_MS || IDLE_POLL_FACTOR * config.SLUICE_SCHEDULER_POLL_MS;
 }

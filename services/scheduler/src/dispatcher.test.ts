@@ -71,12 +71,18 @@ describe('dispatcher', () => {
           });
         assert.deepEqual(
           await pass(),
-          { more: false, full: [], leftBehind: true, urgentResources: [] },
+          { more: false, claimed: 1, full: [], leftBehind: true, urgentResources: [] },
           'the first pass found a slot (and took it), the other step found none',
         );
         assert.deepEqual(
           await pass(),
-          { more: false, full: ['tool:narrow'], leftBehind: false, urgentResources: [] },
+          {
+            more: false,
+            claimed: 0,
+            full: ['tool:narrow'],
+            leftBehind: false,
+            urgentResources: [],
+          },
           'one in flight, limit one, one waiting: for a slot of a full resource',
         );
         const stream = await (await jetstreamManager(nc)).streams.info(catalog.streams.steps);

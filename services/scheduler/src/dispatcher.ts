@@ -69,6 +69,8 @@ export interface DispatcherDeps {
  */
 export interface DispatchPass extends AdmissionPassOutcome {
   readonly more: boolean;
+  /** Steps it claimed. */
+  readonly claimed: number;
   /** The resources of the P0 steps it admitted (whose wait the urgent-wait guard then watches). */
   readonly urgentResources: readonly string[];
 }
@@ -95,7 +97,8 @@ export async function dispatchBatch(deps: DispatcherDeps): Promise<DispatchPass>
         ? claimAdmissionOn(deps.claimConnection, deps.batchSize, admission)
         : deps.db.transaction((tx) => claimAdmission(tx, deps.batchSize, admission)),
   );
-  if (claimed.length === 0) return { more: false, full, leftBehind, urgentResources: [] };
+  if (claimed.length === 0)
+    return { more: false, claimed: 0, full, leftBehind, urgentResources: [] };
   const { published, failed } = await publishClaimedSteps(
     { ...deps, tracer: tracerFor(SCHEDULER_TRACER) },
     claimed,
@@ -106,6 +109,7 @@ export async function dispatchBatch(deps: DispatcherDeps): Promise<DispatchPass>
   deps.log.debug({ dispatched: published.length, failed: failed.length }, 'dispatched a batch');
   return {
     more: claimed.length === deps.batchSize && failed.length === 0,
+    claimed: claimed.length,
     full,
     leftBehind: leftBehind || failed.length > 0,
     urgentResources: [

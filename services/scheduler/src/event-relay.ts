@@ -41,7 +41,7 @@ export interface EventRelayDeps {
  */
 export async function relayEventBatch(deps: EventRelayDeps): Promise<BatchReport> {
   const events = await unpublishedEvents(deps.db, deps.batchSize);
-  if (events.length === 0) return { more: false, handled: 0 };
+  if (events.length === 0) return { more: false, handled: 0, idle: true };
   const results = await Promise.allSettled(events.map((event) => publish(deps, event)));
   const blockedTasks = new Set<string>();
   const published: number[] = [];

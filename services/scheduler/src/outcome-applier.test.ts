@@ -87,17 +87,20 @@ function failedTask(attempts: number, error: SerializedStepError): Promise<strin
   return taskWithOutcome('failed', attempts, { type: 'failed', error });
 }
 
-/** Applies every recorded outcome with `metrics`. */
-async function applyAll(metrics: Metrics): Promise<void> {
+/** Applies every recorded outcome with `metrics`; resolves with how many passes armed timers. */
+async function applyAll(metrics: Metrics): Promise<number> {
+  let armed = 0;
   const deps = {
     db: handle.db,
     log: createLogger({ service: 'outcome-applier-test', level: 'silent' }),
     metrics,
     batchSize: 10,
     onStepsReady: () => undefined,
+    onTimersArmed: () => void (armed += 1),
     abortRunningSteps: () => undefined,
   };
   while (await applyOutcomeBatch(deps));
+  return armed;
 }
 
 async function deadLetterCount(metrics: Metrics): Promise<number> {
@@ -143,7 +146,7 @@ describe('outcome applier: dead letters', () => {
   it('writes no letter while attempts are left', async () => {
     const metrics = createMetrics();
     const taskId = await failedTask(1, serverError);
-    await applyAll(metrics);
+    assert.equal(await applyAll(metrics), 1, 'its backoff timer armed: the timer loop is woken');
     assert.equal(await statusOf(taskId), 'failed_retryable');
     assert.deepEqual(await deadLettersOfTask(handle.db, taskId), []);
     assert.equal(await deadLetterCount(metrics), 0);
@@ -156,7 +159,7 @@ describe('outcome applier: dead letters', () => {
       message: 'HTTP 403',
       retryable: false,
     });
-    await applyAll(metrics);
+    assert.equal(await applyAll(metrics), 0, 'no timer armed');
     assert.equal(await statusOf(taskId), 'failed_terminal');
     assert.deepEqual(await deadLettersOfTask(handle.db, taskId), []);
     const last = (await listTaskEvents(handle.db, taskId, 0)).at(-1);

@@ -87,6 +87,8 @@ export interface OutcomeApplierDeps {
    * transaction with its writes, so the settler need not ask again (`settleBatch`).
    */
   readonly onSettleChecked?: (due: boolean) => void;
+  /** Called after a commit that armed timers (a task's retry backoff, an approval's deadline). */
+  readonly onTimersArmed?: () => void;
 }
 
 /** What applying an outcome reads besides the transaction. */
@@ -102,6 +104,8 @@ interface Applied {
   readonly retried?: ErrorClass;
   /** The resource whose retry budget pushed a retry later. */
   readonly overBudget?: string;
+  /** A timer was armed (a task's retry backoff, an approval's deadline). */
+  readonly timerArmed?: boolean;
 }
 
 const NOTHING: Applied = { stepsAdded: false, abortTask: false };
@@ -166,6 +170,7 @@ export async function applyOutcomeBatch(deps: OutcomeApplierDeps): Promise<boole
     if (applied.overBudget) deps.metrics.retryBudgetExhausted.inc({ resource: applied.overBudget });
   }
   if (stepsAdded) deps.onStepsReady();
+  if (results.some((applied) => applied.timerArmed)) deps.onTimersArmed?.();
   if (aborted.length > 0) deps.abortRunningSteps(aborted);
   return count === deps.batchSize;
 }
@@ -351,7 +356,7 @@ async function applyOne(
         patch: { approval },
       });
       await armApprovalTimer(tx, task.id, approval);
-      return NOTHING;
+      return { ...NOTHING, timerArmed: true };
     }
     default:
       return assertNever(outcome);
@@ -451,7 +456,7 @@ async function retryOrFail(
     data: retry,
   });
   await addTimer(tx, { taskId: task.id, kind: TimerKind.RetryBackoff, dueAt });
-  return applied;
+  return { ...applied, timerArmed: true };
 }
 
 /**

@@ -65,8 +65,12 @@ async function applyAll(): Promise<void> {
   while (await applyOutcomeBatch(deps));
 }
 
-async function settleAll(): Promise<void> {
-  while (await settleBatch({ db: handle.db, log, batchSize: 10 }));
+/** Settles what waits; resolves with how many of the batches armed a timer. */
+async function settleAll(): Promise<number> {
+  let armed = 0;
+  const deps = { db: handle.db, log, batchSize: 10, onTimersArmed: () => void (armed += 1) };
+  while (await settleBatch(deps));
+  return armed;
 }
 
 /** Leaves `outcome` recorded on the step, as an executor does when the step ends. */
@@ -129,7 +133,7 @@ describe('settler: a fan-out branch waiting out its backoff', () => {
     // The sibling finishes: nothing runs but the branch waiting for its retry.
     await record(taskId, sibling, { type: 'complete', output: { n: 2 } });
     await applyAll();
-    await settleAll();
+    assert.equal(await settleAll(), 1, 'the backoff timer armed: the timer loop is woken');
     const waiting = await task(taskId);
     assert.equal(waiting.status, 'failed_retryable');
     assert.equal(waiting.error?.errorClass, 'external_5xx');
@@ -146,7 +150,7 @@ describe('settler: a fan-out branch waiting out its backoff', () => {
     assert.equal(last?.type, 'fail_retryable');
     assert.equal(last?.data?.['next_attempt_at'], dueAt.toISOString());
 
-    await settleAll();
+    assert.equal(await settleAll(), 0);
     assert.equal(
       (await listTaskEvents(handle.db, taskId, 0)).filter((e) => e.type === 'fail_retryable')
         .length,
@@ -154,10 +158,32 @@ describe('settler: a fan-out branch waiting out its backoff', () => {
       'settling again changes nothing',
     );
 
+    // Before the backoff ends the timer firer says when it does, firing nothing.
+    const early = await fireTimerBatch({
+      db: handle.db,
+      log,
+      batchSize: 10,
+      onStepsReady: () => {},
+    });
+    assert.equal(early.idle, true);
+    assert.equal(early.handled, 0);
+    const inMs = dueAt.getTime() - Date.now();
+    assert.ok(
+      early.dueInMs !== undefined && Math.abs(early.dueInMs - inMs) < 5_000,
+      String(early.dueInMs),
+    );
+    assert.equal((await task(taskId)).status, 'failed_retryable');
+
     // The backoff ends: the task is queued again and its branch is dispatched.
     await handle.sql`update task_steps set due_at = now() where task_id = ${taskId} and seq = ${failing}`;
     await handle.sql`update task_timers set due_at = now() where task_id = ${taskId}`;
-    while (await fireTimerBatch({ db: handle.db, log, batchSize: 10, onStepsReady: () => {} }));
+    const fired = await fireTimerBatch({
+      db: handle.db,
+      log,
+      batchSize: 10,
+      onStepsReady: () => {},
+    });
+    assert.deepEqual(fired, { more: false, handled: 1, idle: false });
     assert.equal((await task(taskId)).status, 'queued');
     const claimed = await handle.db.transaction((tx) => claimReadySteps(tx, 10));
     assert.deepEqual(

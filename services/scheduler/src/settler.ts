@@ -31,6 +31,8 @@ export interface SettlerDeps {
   readonly db: Database;
   readonly log: Logger;
   readonly batchSize: number;
+  /** Called after a commit that armed timers (a backoff, an approval's deadline). */
+  readonly onTimersArmed?: () => void;
 }
 
 /**
@@ -40,17 +42,20 @@ export interface SettlerDeps {
 export async function settleBatch(deps: SettlerDeps, known?: boolean): Promise<boolean> {
   // The usual answer is no, in one statement.
   if (!(known ?? (await hasTasksToSettle(deps.db)))) return false;
-  const count = await deps.db.transaction(async (tx) => {
+  const { count, armed } = await deps.db.transaction(async (tx) => {
     const due = await lockTasksToSettle(tx, deps.batchSize);
-    for (const { taskId } of due) await settleOne(tx, taskId, deps.log);
-    return due.length;
+    let armedAny = false;
+    for (const { taskId } of due) armedAny = (await settleOne(tx, taskId, deps.log)) || armedAny;
+    return { count: due.length, armed: armedAny };
   });
+  if (armed) deps.onTimersArmed?.();
   return count === deps.batchSize;
 }
 
-async function settleOne(tx: Transaction, taskId: string, log: Logger): Promise<void> {
+/** Settles one task; true when it armed a timer. */
+async function settleOne(tx: Transaction, taskId: string, log: Logger): Promise<boolean> {
   const task = await lockTask(tx, taskId);
-  if (!task) return;
+  if (!task) return false;
   const apply = (request: TransitionRequest) => check(log, tx, request);
   if (task.status === 'running' && task.cancelRequested) {
     await inTaskTrace(task, SPAN_SETTLE, {}, async () => {
@@ -63,7 +68,7 @@ async function settleOne(tx: Transaction, taskId: string, log: Logger): Promise<
       apply({ taskId, event: { type: 'pause_completed' } }),
     );
   } else if (task.status === 'running') {
-    await showWaitingRetry(tx, task, log);
+    return showWaitingRetry(tx, task, log);
   } else if (task.status === 'queued' && task.approval) {
     // Retried after the approval was rejected or the task cancelled while waiting: ask again.
     const approval: PendingApproval = {
@@ -81,7 +86,9 @@ async function settleOne(tx: Transaction, taskId: string, log: Logger): Promise<
       });
       await armApprovalTimer(tx, task.id, approval);
     });
+    return true;
   }
+  return false;
 }
 
 /**
@@ -90,10 +97,10 @@ async function settleOne(tx: Transaction, taskId: string, log: Logger): Promise<
  * task whose single step failed does: `failed_retryable` with the error and the next attempt, and
  * the backoff timer that makes it `queued` again when the branch is due.
  */
-async function showWaitingRetry(tx: Transaction, task: TracedTask, log: Logger): Promise<void> {
+async function showWaitingRetry(tx: Transaction, task: TracedTask, log: Logger): Promise<boolean> {
   const taskId = task.id;
   const waiting = await waitingRetry(tx, taskId);
-  if (!waiting) return;
+  if (!waiting) return false;
   const errorClass = isErrorClass(waiting.errorClass) ? waiting.errorClass : 'unknown';
   await inTaskTrace(task, SPAN_SETTLE, {}, async () => {
     await check(log, tx, {
@@ -110,6 +117,7 @@ async function showWaitingRetry(tx: Transaction, task: TracedTask, log: Logger):
     });
     await addTimer(tx, { taskId, kind: TimerKind.RetryBackoff, dueAt: waiting.dueAt });
   });
+  return true;
 }
 
 /** Applies a settling transition, records it on the active span, and logs a refusal. */

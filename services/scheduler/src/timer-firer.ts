@@ -9,12 +9,14 @@ import {
   lockDueTimers,
   lockTask,
   markTimersDone,
+  msUntilNextTimer,
   type Database,
   type TimerRecord,
   type Transaction,
   type TransitionRequest,
 } from '@sluice/db';
 import type { Logger } from '@sluice/telemetry';
+import type { BatchReport } from './batch-loop.js';
 import { ATTR_TIMER_KIND, SPAN_FIRE_TIMER, inTaskTrace, recordTransition } from './task-trace.js';
 
 /** What the timer firer needs. */
@@ -26,8 +28,15 @@ export interface TimerFirerDeps {
   readonly onStepsReady: () => void;
 }
 
-/** Fires one batch of due timers; true when the batch was full. */
-export async function fireTimerBatch(deps: TimerFirerDeps): Promise<boolean> {
+/**
+ * Fires one batch of due timers. When none is due it says so without a transaction, and when the
+ * next one falls due (batch-loop.ts sleeps until then).
+ */
+export async function fireTimerBatch(deps: TimerFirerDeps): Promise<BatchReport> {
+  const dueInMs = await msUntilNextTimer(deps.db);
+  if (dueInMs === undefined || dueInMs > 0) {
+    return { more: false, handled: 0, idle: true, ...(dueInMs === undefined ? {} : { dueInMs }) };
+  }
   const { count, requeued } = await deps.db.transaction(async (tx) => {
     const due = await lockDueTimers(tx, deps.batchSize);
     let requeuedAny = false;
@@ -39,7 +48,8 @@ export async function fireTimerBatch(deps: TimerFirerDeps): Promise<boolean> {
     return { count: due.length, requeued: requeuedAny };
   });
   if (requeued) deps.onStepsReady();
-  return count === deps.batchSize;
+  // None locked: another scheduler holds the due ones; it fires them.
+  return { more: count === deps.batchSize, handled: count, idle: count === 0 };
 }
 
 /** Fires one timer; returns true when it made a task queued again. */

@@ -1,8 +1,12 @@
 /**
- * A step kept back by its tenant's cap is admitted as soon as a slot of that tenant frees, not at
- * the scheduler's next poll (set to a minute here): the finished step's result wakes the
- * dispatcher because the last admission pass left a due ready step behind (freed-slots.ts). The
- * step that finishes is the last of its task, so no new ready step wakes the dispatcher instead.
+ * Work reaches the scheduler without its poll (set to a minute here):
+ * - a step kept back by its tenant's cap is admitted as soon as a slot of that tenant frees: the
+ *   finished step's result wakes the dispatcher because the last admission pass left a due ready
+ *   step behind (freed-slots.ts). The step that finishes is the last of its task, so no new ready
+ *   step wakes the dispatcher instead;
+ * - a step that failed is tried again when its backoff ends: the outcome pass that armed the
+ *   task's backoff timer wakes the timer loop, which sleeps until the timer is due and then fires
+ *   it (batch-loop.ts, timer-firer.ts).
  *
  * The order is made certain without sleeps: acme's cap is 1 and acme's task A holds it (at its
  * last step) when acme's task B is created; then globex's task C is created and reaches the latch,
@@ -21,9 +25,11 @@ const TASK_MODULE = path.join(
   path.dirname(fileURLToPath(import.meta.url)),
   'lifecycle-task-types.ts',
 );
-/** Far longer than the test waits for B: only a wake-up can admit it in time. */
+/** Far longer than the tests wait: only a wake-up, or a known due time, can move the work in time. */
 const POLL_MS = 60_000;
 const ADMITTED_WITHIN_MS = 20_000;
+/** The first retry of an `unknown` error waits up to a second (full jitter). */
+const RETRIED_WITHIN_MS = 20_000;
 
 let e2e: E2eStack;
 let latch: LatchServer;
@@ -61,11 +67,13 @@ after(async () => {
   await latch?.stop();
 });
 
-/** Resolves when the step `<task>:<step>` calls the latch; fails after `timeoutMs`. */
-async function arrival(key: string, timeoutMs = 60_000): Promise<void> {
+/** Resolves when the step `<task>:<step>` called the latch `times` times; fails after `timeoutMs`. */
+async function arrival(key: string, timeoutMs = 60_000, times = 1): Promise<void> {
   const deadline = Date.now() + timeoutMs;
-  while (!latch.arrivals.some((a) => a.key === key)) {
-    if (Date.now() > deadline) throw new Error(`${key} did not reach the latch in ${timeoutMs} ms`);
+  while (latch.arrivals.filter((a) => a.key === key).length < times) {
+    if (Date.now() > deadline) {
+      throw new Error(`${key} did not reach the latch ${times} time(s) in ${timeoutMs} ms`);
+    }
     await new Promise((resolve) => setTimeout(resolve, 20));
   }
 }
@@ -88,5 +96,18 @@ describe('a freed slot', () => {
     latch.release(`${a}:three`);
     await arrival(`${b}:one`, ADMITTED_WITHIN_MS);
     for (const key of [`${b}:one`, `${c}:one`]) latch.release(key);
+  });
+});
+
+describe('a failed step', () => {
+  it('is tried again when its backoff ends, without waiting for the poll', async () => {
+    const d = (
+      await globex.createTask({ type: 'lc-linear', priority: 'PRIORITY_P2', input: { label: 'd' } })
+    ).task.task_id;
+    await arrival(`${d}:one`);
+    // The first attempt fails (an `unknown` error, retried after a backoff of up to a second).
+    latch.fail(`${d}:one`, 503);
+    await arrival(`${d}:one`, RETRIED_WITHIN_MS, 2);
+    latch.release(`${d}:one`);
   });
 });
