@@ -1,7 +1,8 @@
 /**
  * The governor's live decision as one service sees it: read from the governor KV bucket at start,
- * then kept current from the `governorDecisions` subject (the governor re-publishes every interval,
- * so a subscriber is current within about one interval).
+ * then kept current from the `governorDecisions` subject (the governor publishes a decision that
+ * says something new at once, an unchanged one again within a quarter of the stale age, so a
+ * subscriber is current within about one governor interval and never sees a live one go stale).
  *
  * A document older than `staleAfterMs` (by its `decided_at`) means no governor is acting: the view
  * then answers {@link UNGOVERNED}, which admits everything, and says so in the log once. Failing

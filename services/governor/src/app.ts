@@ -4,7 +4,8 @@
  * the others stand by and take over when its lease is released or expires.
  *
  * The leader reads the seven signals every interval (see `decision-maker.ts`), keeps the circuit
- * breakers (state in Postgres, fenced by its leader epoch) and publishes the decision; every
+ * breakers (state in Postgres, fenced by its leader epoch) and publishes the decision when it says
+ * something new, or to keep it fresh (tenure.ts); every
  * replica listens to the executors' reports, so a standby that takes over has the window at hand.
  */
 import { randomUUID } from 'node:crypto';
@@ -44,6 +45,13 @@ import { startTenure, type Tenure } from './tenure.js';
 
 /** The lease key of the governor in the leases bucket. */
 export const GOVERNOR_LEASE_KEY = 'governor';
+
+/**
+ * An unchanged decision is published again this many times within the age at which the services
+ * stop obeying it (`SLUICE_DECISION_STALE_MS`): one lost announcement, or a slow tick, leaves it
+ * fresh.
+ */
+const DECISION_REFRESHES_PER_STALE = 4;
 
 /** A started governor. */
 export interface Governor {
@@ -149,6 +157,11 @@ export async function startGovernor(
           holder,
           leaseRevision: revision,
           intervalMs: config.SLUICE_GOVERNOR_INTERVAL_MS,
+          // Well inside the age at which the services stop obeying a decision.
+          refreshMs: Math.max(
+            config.SLUICE_GOVERNOR_INTERVAL_MS,
+            Math.floor(config.SLUICE_DECISION_STALE_MS / DECISION_REFRESHES_PER_STALE),
+          ),
           advanceEpoch: () => advanceLeaderEpoch(database.db, GOVERNOR_ROLE, holder),
           decide: async (epoch) => {
             maker ??= createDecisionMaker({

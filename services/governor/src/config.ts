@@ -20,7 +20,10 @@ export const GOVERNOR_ENV = {
   ...COMMON_ENV,
   /** Leader lease time-to-live (the leases bucket's TTL; the same for every service). */
   SLUICE_LEASE_TTL_MS: intVar(DEFAULT_LEASE_TTL_MS, 1_000, 300_000),
-  /** How often the leader re-publishes its decision. */
+  /**
+   * How often the leader reads the signals and decides; a decision that says something new is
+   * published at once, an unchanged one at least every quarter of `SLUICE_DECISION_STALE_MS`.
+   */
   SLUICE_GOVERNOR_INTERVAL_MS: intVar(DEFAULT_GOVERNOR_INTERVAL_MS, 50, 60_000),
   /** Thresholds replacing the defaults of some signals (JSON; see docs/operations.md). */
   SLUICE_GOVERNOR_THRESHOLDS: z

@@ -1,9 +1,12 @@
 /**
  * One leadership tenure of the governor: from winning the lease to losing it (or being deposed).
  *
- * It first takes a new leader epoch from Postgres, then publishes its decision every interval —
- * fenced in KV (see `fenced-write.ts`), then announced on core NATS — until `stop()` is called or a
- * newer epoch shows up in KV.
+ * It first takes a new leader epoch from Postgres, then decides every interval and publishes the
+ * decision — fenced in KV (see `fenced-write.ts`), then announced on core NATS — until `stop()` is
+ * called or a newer epoch shows up in KV. A decision that says nothing new (the one published
+ * last, readings included, but for its time) is published again only once `refreshMs` has passed,
+ * which keeps it fresh for the services (they ignore one older than `SLUICE_DECISION_STALE_MS`)
+ * without a KV write, a KV read and an announcement every second of an idle system.
  */
 import { setTimeout as delay } from 'node:timers/promises';
 import type { Logger } from '@sluice/telemetry';
@@ -16,8 +19,15 @@ export interface TenureDeps {
   readonly holder: string;
   /** The lease revision that began this tenure, for logs. */
   readonly leaseRevision: number;
-  /** Pause between two publications, in milliseconds; also the retry pause after a failure. */
+  /** Pause between two decisions, in milliseconds; also the retry pause after a failure. */
   readonly intervalMs: number;
+  /**
+   * Longest time between two publications of a decision that says nothing new (default
+   * `intervalMs`: every decision is published).
+   */
+  readonly refreshMs?: number;
+  /** The clock, for tests. */
+  readonly now?: () => number;
   /** Takes the next leader epoch (Postgres). */
   advanceEpoch(): Promise<number>;
   /**
@@ -55,7 +65,11 @@ export const STOP_GRACE_MS = 2_000;
 /** Starts a tenure. Call when the lease is acquired; stop it when the lease is lost. */
 export function startTenure(deps: TenureDeps): Tenure {
   const { log, intervalMs } = deps;
+  const refreshMs = deps.refreshMs ?? intervalMs;
+  const now = deps.now ?? Date.now;
   const abort = new AbortController();
+  /** The decision this tenure last wrote, and when. */
+  let lastWritten: { readonly decision: GovernorDecision; readonly at: number } | undefined;
   const { signal } = abort;
   let epoch: number | undefined;
   let deposed = false;
@@ -91,6 +105,14 @@ export function startTenure(deps: TenureDeps): Tenure {
       log.error({ epoch: ours }, 'governor deposed: Postgres holds a newer leader epoch');
       return false;
     }
+    const decidedAt = now();
+    if (
+      lastWritten !== undefined &&
+      decidedAt - lastWritten.at < refreshMs &&
+      sameButForTime(lastWritten.decision, decision)
+    ) {
+      return true;
+    }
     const outcome = await deps.write(decision);
     // A stop that came while the write was in flight: the write may have landed, but nothing more
     // may be done in this tenure's name.
@@ -108,6 +130,7 @@ export function startTenure(deps: TenureDeps): Tenure {
             'governor took over the decisions',
           );
         }
+        lastWritten = { decision, at: decidedAt };
         deps.announce(decision);
         return true;
       case 'deposed':
@@ -154,4 +177,10 @@ export function startTenure(deps: TenureDeps): Tenure {
       await Promise.race([running, delay(STOP_GRACE_MS, undefined, { ref: false })]);
     },
   };
+}
+
+/** Whether two decisions say the same, readings included, whenever each was made. */
+function sameButForTime(a: GovernorDecision, b: GovernorDecision): boolean {
+  const untimed = ({ decided_at: _at, ...rest }: GovernorDecision) => rest;
+  return JSON.stringify(untimed(a)) === JSON.stringify(untimed(b));
 }
