@@ -23,21 +23,24 @@ export class Waker {
     return this.woken;
   }
 
-  /** Waits up to `ms`, or until woken (a wake that came before the wait counts). */
-  wait(ms: number): Promise<void> {
+  /**
+   * Waits up to `ms`, or until woken (a wake that came before the wait counts); resolves true when
+   * woken, false when the time ran out.
+   */
+  wait(ms: number): Promise<boolean> {
     if (this.woken) {
       this.woken = false;
-      return Promise.resolve();
+      return Promise.resolve(true);
     }
     return new Promise((resolve) => {
       const timer = setTimeout(() => {
         this.pending = undefined;
-        resolve();
+        resolve(false);
       }, ms);
       this.pending = () => {
         clearTimeout(timer);
         this.woken = false;
-        resolve();
+        resolve(true);
       };
     });
   }

@@ -210,7 +210,7 @@ export async function startScheduler(
       pollMs: config.SLUICE_SCHEDULER_POLL_MS,
       idlePollMs,
       log: logger,
-      runBatch: async () => {
+      runBatch: async ({ polled }) => {
         freedSlots.passStarted();
         let pass: DispatchPass;
         try {
@@ -230,8 +230,9 @@ export async function startScheduler(
         fullResources.seen(pass.full);
         pass.urgentResources.forEach(noteUrgentWork);
         const more = freedSlots.passEnded(pass) || pass.more;
-        // Nothing claimed and no due step waiting for room: idle until a step's backoff ends.
-        const idle = pass.claimed === 0 && !pass.leftBehind && pass.full.length === 0;
+        // A poll that claimed nothing and left no due step waiting for room: idle until a step's
+        // backoff ends (a woken pass that finds nothing is a busy system's, and asks nothing).
+        const idle = polled && pass.claimed === 0 && !pass.leftBehind && pass.full.length === 0;
         if (more || !idle) return { more, handled: pass.claimed };
         const dueInMs = await msUntilNextReadyStep(database.db);
         return {

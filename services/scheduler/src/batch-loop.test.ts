@@ -130,6 +130,28 @@ describe('startBatchLoop', () => {
   });
 });
 
+describe('a batch', () => {
+  it('is told whether the poll started it, or a wake-up', async () => {
+    const seen: boolean[] = [];
+    let fourth: () => void = () => undefined;
+    const reached = new Promise<void>((resolve) => (fourth = resolve));
+    const loop = startBatchLoop({
+      name: 'polled-test',
+      pollMs: 5,
+      log: quiet,
+      runBatch: ({ polled }) => {
+        seen.push(polled);
+        if (seen.length === 2) loop.wake(); // during the second batch: the third is woken
+        if (seen.length === 4) fourth();
+        return Promise.resolve(false);
+      },
+    });
+    await reached;
+    await loop.stop();
+    assert.deepEqual(seen.slice(0, 4), [false, true, false, true]);
+  });
+});
+
 describe('pauseAfter', () => {
   it('is the poll without idle passes, whatever the idle pause', () => {
     assert.equal(pauseAfter(1_000, 5_000, 0, undefined), 1_000);

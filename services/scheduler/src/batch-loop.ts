@@ -34,9 +34,9 @@ export interface BatchLoopOptions {
   readonly log: Logger;
   /**
    * Does one batch; returns true when there may be more work right away, or a {@link BatchReport}
-   * (which also says how much the batch handled, for the gather).
+   * (which also says how much the batch handled, for the gather, and whether it was idle).
    */
-  readonly runBatch: () => Promise<boolean | BatchReport>;
+  readonly runBatch: (pass: BatchPass) => Promise<boolean | BatchReport>;
   /**
    * How long to let work gather before the next batch while the loop is busy (0: never), so that
    * a stream of small commits (the event relay's wake-ups) makes one batch and one commit per
@@ -55,6 +55,17 @@ export interface BatchLoopOptions {
    * pause alone would bring back).
    */
   readonly onError?: (error: unknown) => void;
+}
+
+/** Why a batch runs. */
+export interface BatchPass {
+  /**
+   * The poll started it: no wake-up came since the last batch. Only such a batch that finds
+   * nothing says the loop is idle — one started by a wake-up that finds nothing was told of work
+   * an earlier batch took (a busy system), and is worth no extra statement to learn when work
+   * falls due.
+   */
+  readonly polled: boolean;
 }
 
 /** What a batch reports besides whether more work waits. */
@@ -103,6 +114,8 @@ export function startBatchLoop(options: BatchLoopOptions): BatchLoop {
   let stopped = false;
   /** Idle passes in a row, none of them woken. */
   let idleStreak = 0;
+  /** Whether the next batch comes from the poll (the first comes from the start). */
+  let polled = false;
   const done = (async () => {
     while (!stopped) {
       let more = false;
@@ -110,7 +123,7 @@ export function startBatchLoop(options: BatchLoopOptions): BatchLoop {
       let idle = false;
       let dueInMs: number | undefined;
       try {
-        const report = await options.runBatch();
+        const report = await options.runBatch({ polled });
         if (typeof report === 'boolean') more = report;
         else ({ more, handled, idle = false, dueInMs } = report);
       } catch (error) {
@@ -121,16 +134,17 @@ export function startBatchLoop(options: BatchLoopOptions): BatchLoop {
         } catch (hookError) {
           options.log.error({ err: hookError, loop: options.name }, 'batch error hook failed');
         }
-        await waker.wait(ERROR_PAUSE_MS);
+        polled = !(await waker.wait(ERROR_PAUSE_MS));
         continue;
       }
       // A wake-up during the pass means work may have come after it looked.
       idleStreak = idle && !more && !waker.hasWakeUp ? idleStreak + 1 : 0;
+      polled = false;
       if (!more && !stopped) {
         const busy = waker.hasWakeUp && handled > 1;
         const pause = pauseAfter(options.pollMs, idlePollMs, idleStreak, dueInMs);
         options.onPause?.(pause);
-        await waker.wait(pause);
+        polled = !(await waker.wait(pause));
         // Wake-ups meanwhile are kept by the waker (the next wait returns at once); a stop waits
         // at most this long.
         if (busy && options.gatherMs && !stopped) await sleep(options.gatherMs);
