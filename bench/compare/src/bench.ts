@@ -35,6 +35,8 @@ export interface BenchOptions {
   readonly warmUps?: number;
   /** Use each scenario's full-set count (e.g. footprint's 100,000-job backlog) when it has one. */
   readonly full?: boolean;
+  /** Footprint's idle window in seconds, after as long a settle (`--idle-seconds`). */
+  readonly idleSeconds?: number;
   readonly echo: boolean;
   /** Show progress on stderr. */
   readonly progress: boolean;
@@ -95,6 +97,7 @@ export async function runBench(options: BenchOptions): Promise<BenchReport> {
               ...(loadPercent === undefined ? {} : { loadPercent }),
               earlier: results,
               ...(options.smoke ? { smoke: true } : {}),
+              ...(options.idleSeconds === undefined ? {} : { idleSeconds: options.idleSeconds }),
             });
             const label = index < warmUps ? 'warm-up' : `run ${index - warmUps + 1}/${measured}`;
             if (warmUps + measured > 1) progress.log(`${summary(result)} (${label})`);

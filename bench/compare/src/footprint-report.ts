@@ -59,6 +59,6 @@ export function footprintTable(results: readonly ScenarioResult[]): string[] {
     '| --- | --- | --- | ---: | ---: | ---: | ---: | ---: |',
     ...results.filter(ok).flatMap(processRows),
     '',
-    'CPU: user + system seconds per 1,000 jobs of the system’s processes, and of the bench process where the workers run in it (a client only is shown apart); idle: the set-up system over 2 s with nothing to do, which every phase pays for as long as it lasts. Memory: resident (VmRSS), sampled every 250 ms; Postgres backends: the connections to the run’s database summed, their own pages only (RssAnon; the shared buffers and the server’s background processes are not attributed). Δ: a server the machine shares (its nats-server, its Redis): its growth over the run, and CPU time that includes any other use meanwhile.',
+    'CPU: user + system seconds per 1,000 jobs of the system’s processes, and of the bench process where the workers run in it (a client only is shown apart); idle: the set-up system over 2 s with nothing to do (or as the notes say, with --idle-seconds), which every phase pays for as long as it lasts. Memory: resident (VmRSS), sampled every 250 ms; Postgres backends: the connections to the run’s database summed, their own pages only (RssAnon; the shared buffers and the server’s background processes are not attributed). Δ: a server the machine shares (its nats-server, its Redis): its growth over the run, and CPU time that includes any other use meanwhile.',
   ];
 }

@@ -38,6 +38,9 @@ scenarios: ${[...SCENARIOS.keys()].join(', ')} (all: ${DEFAULT_SCENARIOS.join(',
   --full              the full set: every scenario (with three-step), loads ${FULL_LOADS.join(',')},
                       full-set counts (footprint: a 100,000-job backlog), one warm-up run
                       discarded, then ${FULL_RUNS} runs each — hours, not minutes
+  --idle-seconds N    footprint: watch each set-up system this long doing nothing, after letting
+                      it settle as long (default: 2 s at once; loops that slow down while idle,
+                      as Sluice's scheduler does, need ~10 s to settle)
   --smoke             tiny counts, to check the harness
   --out DIR           where to write results.md and the charts (default docs/benchmarks)
   --echo              print the output of the systems' own processes
@@ -59,6 +62,7 @@ async function main(): Promise<number> {
       concurrency: { type: 'string' },
       runs: { type: 'string' },
       full: { type: 'boolean', default: false },
+      'idle-seconds': { type: 'string' },
       smoke: { type: 'boolean', default: false },
       out: { type: 'string' },
       echo: { type: 'boolean', default: false },
@@ -92,6 +96,7 @@ async function main(): Promise<number> {
     return load;
   });
   const concurrency = positiveInt(values.concurrency, '--concurrency') ?? DEFAULT_CONCURRENCY;
+  const idleSeconds = positiveInt(values['idle-seconds'], '--idle-seconds');
   const report = await runBench({
     scenarios,
     systems,
@@ -102,6 +107,7 @@ async function main(): Promise<number> {
     // The full set discards one run first; a single run has in-scenario warm-up jobs only.
     warmUps: values.full ? 1 : 0,
     full: values.full,
+    ...(idleSeconds === undefined ? {} : { idleSeconds }),
     rateFor,
     smoke: values.smoke,
     concurrency,

@@ -26,6 +26,11 @@ export interface ScenarioContext {
    * shorten the fixed windows its figures would otherwise need.
    */
   readonly smoke?: boolean;
+  /**
+   * `--idle-seconds`: how long footprint watches the set-up system doing nothing, after letting it
+   * settle for as long; undefined: its short default window, with no settling.
+   */
+  readonly idleSeconds?: number;
 }
 
 export interface DrainRate {

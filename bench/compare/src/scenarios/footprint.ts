@@ -12,7 +12,9 @@
  *   Graphile Worker, the raw floors); where they run elsewhere (Sluice's executor) the bench
  *   process is only the client, reported apart;
  * - CPU while idle (% of a core): the set-up system over 2 s with nothing to do — polling and
- *   heartbeats, which the per-1,000 figures also pay for as long as a phase lasts;
+ *   heartbeats, which the per-1,000 figures also pay for as long as a phase lasts. With
+ *   `--idle-seconds N`, over N seconds after N seconds of settling: a system whose loops slow
+ *   down while idle (Sluice's scheduler) reaches its idle pace only after several seconds;
  * - resident memory with the backlog of N jobs queued (after the enqueue, before any worker).
  * Shared servers (the machine's nats-server and Redis) show their growth over the run (Δ). The
  * sampler's own CPU time is taken off the bench process; the `processes()` query once a second
@@ -54,7 +56,14 @@ export const footprint: Scenario = {
 
   async run(system: QueueSystem, context: ScenarioContext): Promise<ScenarioResult> {
     const { count, concurrency, progress } = context;
-    const idleWindowMs = context.smoke ? SMOKE_IDLE_WINDOW_MS : IDLE_WINDOW_MS;
+    const idleWindowMs =
+      context.idleSeconds !== undefined
+        ? context.idleSeconds * 1_000
+        : context.smoke
+          ? SMOKE_IDLE_WINDOW_MS
+          : IDLE_WINDOW_MS;
+    // A window asked for is measured after as long a settle; the default one at once.
+    const idleSettleMs = context.idleSeconds === undefined ? 0 : idleWindowMs;
     const backlogSettleMs = context.smoke ? SMOKE_BACKLOG_SETTLE_MS : BACKLOG_SETTLE_MS;
     const run = randomBytes(4).toString('hex');
     const jobs: Job[] = Array.from({ length: count }, (_, i) => ({ id: `${run}-${i}` }));
@@ -75,12 +84,21 @@ export const footprint: Scenario = {
 
           // The system at rest: what its processes spend with nothing to do (polling, heartbeats),
           // which every phase below also pays for as long as it lasts.
+          if (idleSettleMs > 0) {
+            progress.update(`${label}: letting it settle for ${idleSettleMs / 1_000} s`);
+            await new Promise((resolve) => setTimeout(resolve, idleSettleMs));
+          }
           progress.update(`${label}: measuring idle`);
           const idleMark = sampler.mark();
           const idleStart = performance.now();
           await new Promise((resolve) => setTimeout(resolve, idleWindowMs));
           const idleCpu = sampler.cpuSince(idleMark);
           const idleSeconds = (performance.now() - idleStart) / 1_000;
+          if (idleSettleMs > 0) {
+            notes.push(
+              `CPU idle over ${idleSeconds.toFixed(0)} s, after ${idleSettleMs / 1_000} s of settling (--idle-seconds)`,
+            );
+          }
 
           const enqueueMark = sampler.mark();
           const enqueueSeconds = await enqueueInChunks(
