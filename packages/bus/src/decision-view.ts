@@ -12,7 +12,12 @@
 import type { KV } from '@nats-io/kv';
 import type { NatsConnection, Subscription } from '@nats-io/transport-node';
 import type { Priority } from '@sluice/core';
-import { DECISIONS_KEY, decodeDecision, NOTHING_DECIDED } from './governor-decision.js';
+import {
+  DECISIONS_KEY,
+  decodeDecision,
+  NOTHING_DECIDED,
+  sameDecision,
+} from './governor-decision.js';
 import type { GovernorDecision } from './governor-decision.js';
 import { isMissingGovernorBucket } from './topology.js';
 
@@ -69,7 +74,7 @@ export async function startDecisionView(options: DecisionViewOptions): Promise<D
       if (decision.epoch < latest.epoch) return;
       if (decision.epoch === latest.epoch && decision.decided_at < latest.decided_at) return;
     }
-    const changed = latest === undefined || !sameDecision(latest, decision);
+    const changed = latest === undefined || !sameDecision(latest, decision, { readings: false });
     latest = decision;
     if (changed) options.onChange?.(decision);
   };
@@ -126,12 +131,6 @@ export async function startDecisionView(options: DecisionViewOptions): Promise<D
     isStale,
     stop: () => subscription.unsubscribe(),
   };
-}
-
-/** Whether two decisions decide the same (ignoring when they were made and the readings). */
-function sameDecision(a: GovernorDecision, b: GovernorDecision): boolean {
-  const strip = ({ decided_at: _at, signals: _signals, ...rest }: GovernorDecision) => rest;
-  return JSON.stringify(strip(a)) === JSON.stringify(strip(b));
 }
 
 /** Whether `priority` is among the priorities a decision lists. */

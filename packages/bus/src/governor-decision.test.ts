@@ -11,6 +11,7 @@ import {
   NOTHING_DECIDED,
   normalDecision,
   parseDecision,
+  sameDecision,
   type GovernorDecision,
 } from './governor-decision.js';
 
@@ -75,6 +76,30 @@ describe('decidedAdmission', () => {
       resourceLimits: {},
       throttledPriorities: [],
     });
+  });
+});
+
+describe('sameDecision', () => {
+  const later = { ...valid, decided_at: '2025-01-02T03:04:06.000Z' };
+  const reread = {
+    ...later,
+    signals: [{ signal: 'queue_depth', scope: 'all', value: 12_001, level: 'reject' }],
+  };
+
+  it('sets aside when each was made', () => {
+    assert.ok(sameDecision(valid, later, { readings: true }));
+    assert.ok(sameDecision(valid, later, { readings: false }));
+  });
+
+  it('counts the readings only when asked to', () => {
+    assert.ok(!sameDecision(valid, reread, { readings: true }));
+    assert.ok(sameDecision(valid, reread, { readings: false }));
+  });
+
+  it('tells apart decisions that decide differently', () => {
+    const held: GovernorDecision = { ...later, holds: [1, 2, 3] };
+    assert.ok(!sameDecision(valid, held, { readings: false }));
+    assert.ok(!sameDecision(valid, held, { readings: true }));
   });
 });
 

@@ -144,6 +144,20 @@ export function normalDecision(
   };
 }
 
+/**
+ * Whether two decisions are the same whenever each was made (`decided_at` aside); with
+ * `readings: false`, whatever their signals' readings too — whether they decide the same.
+ */
+export function sameDecision(
+  a: GovernorDecision,
+  b: GovernorDecision,
+  options: { readonly readings: boolean },
+): boolean {
+  const compared = ({ decided_at: _at, signals, ...rest }: GovernorDecision) =>
+    options.readings ? { ...rest, signals } : rest;
+  return JSON.stringify(compared(a)) === JSON.stringify(compared(b));
+}
+
 /** Largest encoded decision {@link decodeDecision} accepts. */
 export const MAX_DECISION_BYTES = 16 * 1024;
 const MAX_HOLDER_LENGTH = 200;

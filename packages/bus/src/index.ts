@@ -103,6 +103,7 @@ export {
   NOTHING_DECIDED,
   normalDecision,
   parseDecision,
+  sameDecision,
 } from './governor-decision.js';
 export type {
   BreakerView,

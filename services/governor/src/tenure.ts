@@ -10,7 +10,7 @@
  */
 import { setTimeout as delay } from 'node:timers/promises';
 import type { Logger } from '@sluice/telemetry';
-import type { GovernorDecision } from '@sluice/bus';
+import { sameDecision, type GovernorDecision } from '@sluice/bus';
 import type { FencedWriteOutcome } from './fenced-write.js';
 
 /** What a tenure needs; functions rather than clients, so each concern stays where it belongs. */
@@ -109,7 +109,7 @@ export function startTenure(deps: TenureDeps): Tenure {
     if (
       lastWritten !== undefined &&
       decidedAt - lastWritten.at < refreshMs &&
-      sameButForTime(lastWritten.decision, decision)
+      sameDecision(lastWritten.decision, decision, { readings: true })
     ) {
       return true;
     }
@@ -177,10 +177,4 @@ export function startTenure(deps: TenureDeps): Tenure {
       await Promise.race([running, delay(STOP_GRACE_MS, undefined, { ref: false })]);
     },
   };
-}
-
-/** Whether two decisions say the same, readings included, whenever each was made. */
-function sameButForTime(a: GovernorDecision, b: GovernorDecision): boolean {
-  const untimed = ({ decided_at: _at, ...rest }: GovernorDecision) => rest;
-  return JSON.stringify(untimed(a)) === JSON.stringify(untimed(b));
 }
