@@ -172,7 +172,7 @@ describe('advisory worker', () => {
 
     let woken = 0;
     const batch = await handleAdvisoryBatch({ ...w.deps, onOutcomesRecorded: () => (woken += 1) });
-    assert.deepEqual(batch, { more: false, handled: 1 });
+    assert.deepEqual(batch, { more: false, handled: 1, idle: false });
     assert.equal(woken, 1, 'the outcome applier is woken');
 
     const letters = await deadLettersOfTask(w.handle.db, w.taskId);

@@ -26,6 +26,7 @@ import {
 import type { SerializedStepError } from '@sluice/core';
 import { failLostStep, findStep, insertDeadLetter, type Database } from '@sluice/db';
 import type { Logger, Metrics } from '@sluice/telemetry';
+import type { BatchReport } from './batch-loop.js';
 
 /** What the worker needs. */
 export interface AdvisoryWorkerDeps {
@@ -62,13 +63,12 @@ const RETRY_DELAY_MS = 1_000;
 
 /**
  * Fetches one batch of advisories from the dead-letter consumer and handles each; says how many it
- * fetched and whether the batch was full (more may be waiting). An advisory that fails to be
- * handled is negatively acknowledged with a delay, so it comes back; one that cannot be decoded is
- * dropped.
+ * fetched, whether the batch was full (more may be waiting) and, when it fetched none, that the
+ * loop is idle (dead letters are not urgent: a quiet system asks less often). An advisory that
+ * fails to be handled is negatively acknowledged with a delay, so it comes back; one that cannot
+ * be decoded is dropped.
  */
-export async function handleAdvisoryBatch(
-  deps: AdvisoryWorkerDeps,
-): Promise<{ readonly more: boolean; readonly handled: number }> {
+export async function handleAdvisoryBatch(deps: AdvisoryWorkerDeps): Promise<BatchReport> {
   const consumer = await deps.js.consumers.get(
     deps.catalog.streams.advisories,
     deps.catalog.consumers.deadLetters,
@@ -85,7 +85,7 @@ export async function handleAdvisoryBatch(
     },
   );
   if (failed > 0) deps.onOutcomesRecorded?.();
-  return { more: count === deps.batchSize, handled: count };
+  return { more: count === deps.batchSize, handled: count, idle: count === 0 };
 }
 
 /** Handles one delivered advisory and settles it (ack, or nak to try again later). */

@@ -28,7 +28,6 @@ import {
 import {
   KeptConnection,
   TASK_EVENTS_CHANNEL,
-  hasTasksToSettle,
   migrateDatabase,
   msUntilNextReadyStep,
   openDatabase,
@@ -278,11 +277,16 @@ export async function startScheduler(
           onSettleChecked: (due) => (settleDue = due),
         });
         const applied = settleDue !== undefined;
-        const toSettle = settleDue ?? (await hasTasksToSettle(database.db));
-        const moreToSettle =
-          toSettle && (await settleBatch({ ...common, onTimersArmed: wakeTimers }, true));
-        if (moreOutcomes || moreToSettle) return true;
-        return { more: false, handled: applied || toSettle ? 1 : 0, idle: !applied && !toSettle };
+        const { more: moreToSettle, settled } = await settleBatch(
+          { ...common, onTimersArmed: wakeTimers },
+          settleDue,
+        );
+        return {
+          more: moreOutcomes || moreToSettle,
+          // (The outcomes applied are not counted: this loop gathers nothing.)
+          handled: settled,
+          idle: !applied && settled === 0,
+        };
       },
     });
     // Steps declaring `whileBreakerOpen: 'fail'` fail fast as retryable while their resource's
@@ -461,16 +465,14 @@ export async function startScheduler(
           // Dead letters are not urgent: a quiet system asks for advisories less often.
           idlePollMs,
           log: logger,
-          runBatch: async () => {
-            const { more, handled } = await handleAdvisoryBatch({
+          runBatch: () =>
+            handleAdvisoryBatch({
               ...common,
               js,
               jsm,
               catalog,
               onOutcomesRecorded: () => applier.wake(),
-            });
-            return { more, handled, idle: handled === 0 };
-          },
+            }),
           onError: noticeBusError('advisories'),
         });
       },

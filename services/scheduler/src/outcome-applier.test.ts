@@ -226,7 +226,10 @@ describe('outcome applier: the settle question', () => {
     await handle.sql`update task_steps set status = 'cancelled' where task_id = ${cancelled}`;
     while (await applyOutcomeBatch(deps));
     assert.deepEqual(answers, [false, true]);
-    assert.equal(await settleBatch({ db: handle.db, log: deps.log, batchSize: 10 }, true), false);
+    assert.deepEqual(await settleBatch({ db: handle.db, log: deps.log, batchSize: 10 }, true), {
+      more: false,
+      settled: 1,
+    });
     assert.equal(await statusOf(cancelled), 'cancelled');
     assert.equal(await applyOutcomeBatch(deps), false, 'nothing left: an empty pass');
     assert.deepEqual(answers, [false, true], 'which asks nothing');

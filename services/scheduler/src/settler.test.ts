@@ -69,7 +69,7 @@ async function applyAll(): Promise<void> {
 async function settleAll(): Promise<number> {
   let armed = 0;
   const deps = { db: handle.db, log, batchSize: 10, onTimersArmed: () => void (armed += 1) };
-  while (await settleBatch(deps));
+  while ((await settleBatch(deps)).more);
   return armed;
 }
 

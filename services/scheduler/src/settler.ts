@@ -36,12 +36,16 @@ export interface SettlerDeps {
 }
 
 /**
- * Settles one batch in one transaction; true when the batch was full. `known`: whether tasks wait,
- * when the caller knows it already (the outcome pass asks in its transaction); else it is asked.
+ * Settles one batch in one transaction; says how many tasks it settled and whether the batch was
+ * full. `known`: whether tasks wait, when the caller knows it already (the outcome pass asks in its
+ * transaction); else it is asked.
  */
-export async function settleBatch(deps: SettlerDeps, known?: boolean): Promise<boolean> {
+export async function settleBatch(
+  deps: SettlerDeps,
+  known?: boolean,
+): Promise<{ readonly more: boolean; readonly settled: number }> {
   // The usual answer is no, in one statement.
-  if (!(known ?? (await hasTasksToSettle(deps.db)))) return false;
+  if (!(known ?? (await hasTasksToSettle(deps.db)))) return { more: false, settled: 0 };
   const { count, armed } = await deps.db.transaction(async (tx) => {
     const due = await lockTasksToSettle(tx, deps.batchSize);
     let armedAny = false;
@@ -49,7 +53,7 @@ export async function settleBatch(deps: SettlerDeps, known?: boolean): Promise<b
     return { count: due.length, armed: armedAny };
   });
   if (armed) deps.onTimersArmed?.();
-  return count === deps.batchSize;
+  return { more: count === deps.batchSize, settled: count };
 }
 
 /** Settles one task; true when it armed a timer. */
