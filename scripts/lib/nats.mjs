@@ -37,7 +37,7 @@ export async function ensureNats({ needBinary = false } = {}) {
     return shared(url);
   }
   step(`nats: no JetStream server on 127.0.0.1:${port} (${problem}); starting a private one`);
-  return startPrivateServer();
+  return startPrivateNats();
 }
 
 /** A server someone else runs: we use it and never stop it. */
@@ -95,7 +95,11 @@ async function natsServerBinary(why) {
   return installed;
 }
 
-async function startPrivateServer() {
+/**
+ * A nats-server with JetStream of this process's own on a free port, with a store under .sluice/,
+ * stopped and removed by `stop()` or when the process exits.
+ */
+export async function startPrivateNats() {
   const binary = await natsServerBinary('a private NATS server');
   const port = await freePort();
   const storeDir = path.join(repoRoot, '.sluice', `nats-${port}`);

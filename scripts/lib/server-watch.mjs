@@ -4,13 +4,16 @@
  * Why: every NATS client in the suite waits for its server forever (services reconnect without
  * limit, by design), so a shared server that dies mid-run left each remaining test waiting until
  * CI's 90 minutes ran out, with no word on why. Twice the machine's nats-server died that way. A
- * run that lost a server is stopped with the reason instead.
+ * run that lost a server is stopped with the reason instead (and `npm test` says what became of
+ * the server's process, and runs the tests again on a private nats-server when NATS was lost).
  */
 import { probeTcp, readNatsInfo } from './net.mjs';
 
 /**
  * @typedef {object} WatchedServer
  * @property {string} name e.g. `NATS at 127.0.0.1:4222`
+ * @property {'nats' | 'postgres'} [kind]
+ * @property {number} [port] its TCP port, when it is on this machine's loopback
  * @property {() => Promise<unknown>} probe resolves when the server answers, rejects otherwise
  */
 
@@ -43,6 +46,7 @@ export function watchServers(servers, { onLost, intervalMs = 5_000, graceMs = 30
           clearInterval(timer);
           onLost(
             `${server.name} has not answered for ${Math.round(silentMs / 1000)} s (${problem})`,
+            server,
           );
           return;
         }
@@ -71,6 +75,8 @@ export function serversOf({ natsUrl, databaseUrl }) {
   if (nats && nats.protocol !== 'ws:' && nats.protocol !== 'wss:') {
     servers.push({
       name: `NATS at ${nats.host}:${nats.port}`,
+      kind: 'nats',
+      ...localPort(nats),
       probe: () => readNatsInfo(nats.host, nats.port, 3_000),
     });
   }
@@ -78,10 +84,17 @@ export function serversOf({ natsUrl, databaseUrl }) {
   if (postgres) {
     servers.push({
       name: `Postgres at ${postgres.host}:${postgres.port}`,
+      kind: 'postgres',
+      ...localPort(postgres),
       probe: () => probeTcp({ host: postgres.host, port: postgres.port, timeoutMs: 3_000 }),
     });
   }
   return servers;
+}
+
+/** `{ port }` of a server on this machine's loopback (whose process /proc can show), else `{}`. */
+function localPort({ host, port }) {
+  return host === '127.0.0.1' || host === 'localhost' || host === '::1' ? { port } : {};
 }
 
 /** Host, port and protocol of a URL with a TCP host; undefined without one (or unparsable). */

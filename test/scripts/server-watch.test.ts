@@ -22,12 +22,24 @@ function switchable(name: string): Server & { up: boolean } {
   return server;
 }
 
-function lostReason(servers: Server[], graceMs: number): Promise<string> & { stop(): void } {
+/** The reason the watch gives for the first lost server; `lostServer()` is that server. */
+function lostReason(
+  servers: Server[],
+  graceMs: number,
+): Promise<string> & { stop(): void; lostServer(): Server | undefined } {
   let watch: { stop(): void } | undefined;
+  let lostServer: Server | undefined;
   const reason = new Promise<string>((resolve) => {
-    watch = watchServers(servers, { onLost: resolve, intervalMs: 10, graceMs });
+    const onLost = (why: string, server: Server) => {
+      lostServer = server;
+      resolve(why);
+    };
+    watch = watchServers(servers, { onLost, intervalMs: 10, graceMs });
   });
-  return Object.assign(reason, { stop: () => watch?.stop() });
+  return Object.assign(reason, {
+    stop: () => watch?.stop(),
+    lostServer: () => lostServer,
+  });
 }
 
 test('a server silent for the grace period is reported once, with its name and the error', async () => {
@@ -42,6 +54,7 @@ test('a server silent for the grace period is reported once, with its name and t
     reason,
     /^NATS at 127\.0\.0\.1:1 has not answered for \d+ s \(connection refused\)$/,
   );
+  assert.equal(lost.lostServer(), nats, 'the lost server is handed over with the reason');
   // Watching stopped with the report: no second one, however long the server stays down.
   await new Promise((resolve) => setTimeout(resolve, 150));
   assert.equal(reports.length, 1);
@@ -80,8 +93,11 @@ test('the probes of NATS_URL and DATABASE_URL reach their servers', async (t) =>
     databaseUrl: `postgres://postgres@127.0.0.1:${pgPort}/sluice`,
   });
   assert.deepEqual(
-    servers.map((server) => server.name),
-    [`NATS at 127.0.0.1:${natsPort}`, `Postgres at 127.0.0.1:${pgPort}`],
+    servers.map(({ name, kind, port }) => ({ name, kind, port })),
+    [
+      { name: `NATS at 127.0.0.1:${natsPort}`, kind: 'nats', port: natsPort },
+      { name: `Postgres at 127.0.0.1:${pgPort}`, kind: 'postgres', port: pgPort },
+    ],
   );
   for (const server of servers) await server.probe();
   postgres.close();
