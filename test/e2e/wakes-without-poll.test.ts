@@ -6,7 +6,10 @@
  *   step wakes the dispatcher instead;
  * - a step that failed is tried again when its backoff ends: the outcome pass that armed the
  *   task's backoff timer wakes the timer loop, which sleeps until the timer is due and then fires
- *   it (batch-loop.ts, timer-firer.ts).
+ *   it (batch-loop.ts, timer-firer.ts);
+ * - a fan-out branch that failed beside a running sibling is tried again when its backoff ends:
+ *   its task goes on running, so no timer is armed, and the outcome pass tells the dispatcher when
+ *   the branch falls due (`wakeIn`).
  *
  * The order is made certain without sleeps: acme's cap is 1 and acme's task A holds it (at its
  * last step) when acme's task B is created; then globex's task C is created and reaches the latch,
@@ -39,7 +42,7 @@ before(async () => {
   latch = await startLatchServer();
   e2e = await startE2eStack({
     label: 'freed-slot',
-    resources: ['tool:latch'],
+    resources: ['tool:latch', 'llm'],
     env: {
       SLUICE_TASK_MODULES: TASK_MODULE,
       SLUICE_TEST_LATCH_URL: latch.baseUrl,
@@ -109,5 +112,27 @@ describe('a failed step', () => {
     latch.fail(`${d}:one`, 503);
     await arrival(`${d}:one`, RETRIED_WITHIN_MS, 2);
     latch.release(`${d}:one`);
+    // Done with retries (the latch answers a failed key's next call with the failure too, so a
+    // third attempt may come): no backoff of this task ends during the next test, whose retry
+    // must start with no other work's wake-up to carry it.
+    await arrival(`${d}:two`, RETRIED_WITHIN_MS);
+  });
+});
+
+describe('a failed fan-out branch', () => {
+  it('is tried again when its backoff ends while a sibling runs, without waiting for the poll', async () => {
+    const f = (
+      await globex.createTask({
+        type: 'lc-fan',
+        priority: 'PRIORITY_P2',
+        input: { count: 2, latched: true },
+      })
+    ).task.task_id;
+    await arrival(`${f}:leaf0`);
+    await arrival(`${f}:leaf1`);
+    // leaf1 stays at the latch: the task runs on while leaf0 waits out its backoff.
+    latch.fail(`${f}:leaf0`, 503);
+    await arrival(`${f}:leaf0`, RETRIED_WITHIN_MS, 2);
+    for (const key of [`${f}:leaf0`, `${f}:leaf1`]) latch.release(key);
   });
 });

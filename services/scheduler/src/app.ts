@@ -272,6 +272,8 @@ export async function startScheduler(
           ...common,
           onStepsReady: () => dispatcher.wake(),
           onTimersArmed: wakeTimers,
+          // A fan-out branch's retry: the dispatcher looks when its backoff ends.
+          onStepsDueIn: (ms) => dispatcher.wakeIn(ms),
           abortRunningSteps,
           retryBudget,
           onSettleChecked: (due) => (settleDue = due),

@@ -152,6 +152,35 @@ describe('a batch', () => {
   });
 });
 
+describe('wakeIn', () => {
+  it('runs a batch when the earliest time it was told comes, long before the poll', async () => {
+    const batchesAt: number[] = [];
+    let nextBatch: () => void = () => undefined;
+    const batch = () => new Promise<void>((resolve) => (nextBatch = resolve));
+    const first = batch();
+    const loop = startBatchLoop({
+      name: 'wake-in-test',
+      pollMs: 60_000,
+      log: quiet,
+      runBatch: () => {
+        batchesAt.push(performance.now());
+        nextBatch();
+        return Promise.resolve(false);
+      },
+    });
+    await first; // the start's batch; then the loop waits for its minute
+    const second = batch();
+    const toldAt = performance.now();
+    loop.wakeIn(5_000);
+    loop.wakeIn(100); // the earliest counts
+    loop.wakeIn(3_000);
+    await second;
+    const waited = (batchesAt[1] ?? Infinity) - toldAt;
+    assert.ok(waited >= 90 && waited < 2_000, `woken after ${waited} ms`);
+    await loop.stop();
+  });
+});
+
 describe('pauseAfter', () => {
   it('is the poll without idle passes, whatever the idle pause', () => {
     assert.equal(pauseAfter(1_000, 5_000, 0, undefined), 1_000);

@@ -6,7 +6,7 @@
  * While its passes find nothing to do (`idle`), a loop looks less and less often — twice the poll
  * interval, then four times, up to `idlePollMs` — since its work comes with a wake-up and the poll
  * only catches one that was lost; but never past the moment work it knows of falls due
- * (`dueInMs`: a retry's backoff, a timer). A pass that finds work, or one woken while it ran,
+ * (`dueInMs`: a retry's backoff, a timer; or a time it was told with `wakeIn`). A pass that finds work, or one woken while it ran,
  * brings it back to the poll interval; a wake-up itself always runs a pass at once. An idle stack
  * so runs a statement every few seconds, not several a second.
  */
@@ -18,6 +18,12 @@ import type { Logger } from '@sluice/telemetry';
 export interface BatchLoop {
   /** Runs the next batch now (a wake-up message arrived). */
   wake(): void;
+  /**
+   * Runs a batch in `ms` at the latest: work this process just wrote falls due then (a fan-out
+   * branch's retry after its backoff), which no wake-up message will announce. The earliest of
+   * several such times counts.
+   */
+  wakeIn(ms: number): void;
   /** Stops after the current batch. */
   stop(): Promise<void>;
 }
@@ -112,6 +118,8 @@ export function startBatchLoop(options: BatchLoopOptions): BatchLoop {
   const sleep = options.sleep ?? ((ms: number) => setTimeout(ms));
   const idlePollMs = options.idlePollMs ?? options.pollMs;
   let stopped = false;
+  /** The wake-up {@link BatchLoop.wakeIn} set, and when it comes (`performance.now()`). */
+  let dueWake: { readonly at: number; readonly timer: NodeJS.Timeout } | undefined;
   /** Idle passes in a row, none of them woken. */
   let idleStreak = 0;
   /** Whether the next batch comes from the poll (the first comes from the start). */
@@ -153,8 +161,23 @@ export function startBatchLoop(options: BatchLoopOptions): BatchLoop {
   })();
   return {
     wake: () => waker.wake(),
+    wakeIn(ms) {
+      const at = performance.now() + ms;
+      if (stopped || (dueWake !== undefined && dueWake.at <= at)) return;
+      if (dueWake !== undefined) clearTimeout(dueWake.timer);
+      const timer = globalThis.setTimeout(
+        () => {
+          dueWake = undefined;
+          waker.wake();
+        },
+        Math.max(0, ms),
+      );
+      dueWake = { at, timer };
+    },
     async stop() {
       stopped = true;
+      if (dueWake !== undefined) clearTimeout(dueWake.timer);
+      dueWake = undefined;
       waker.wake();
       await done;
     },

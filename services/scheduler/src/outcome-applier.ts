@@ -89,6 +89,12 @@ export interface OutcomeApplierDeps {
   readonly onSettleChecked?: (due: boolean) => void;
   /** Called after a commit that armed timers (a task's retry backoff, an approval's deadline). */
   readonly onTimersArmed?: () => void;
+  /**
+   * Called after a commit that scheduled a step's retry in a task that goes on running (a fan-out
+   * branch beside others in flight): the step falls due in `ms`, which no timer and no wake-up
+   * message announces, so that the dispatcher looks then rather than at its next poll.
+   */
+  readonly onStepsDueIn?: (ms: number) => void;
 }
 
 /** What applying an outcome reads besides the transaction. */
@@ -106,6 +112,8 @@ interface Applied {
   readonly overBudget?: string;
   /** A timer was armed (a task's retry backoff, an approval's deadline). */
   readonly timerArmed?: boolean;
+  /** A step's retry falls due then, in a task that goes on running (no timer for it). */
+  readonly stepDueAt?: Date;
 }
 
 const NOTHING: Applied = { stepsAdded: false, abortTask: false };
@@ -171,6 +179,8 @@ export async function applyOutcomeBatch(deps: OutcomeApplierDeps): Promise<boole
   }
   if (stepsAdded) deps.onStepsReady();
   if (results.some((applied) => applied.timerArmed)) deps.onTimersArmed?.();
+  const dueTimes = results.flatMap((applied) => applied.stepDueAt?.getTime() ?? []);
+  if (dueTimes.length > 0) deps.onStepsDueIn?.(Math.min(...dueTimes) - Date.now());
   if (aborted.length > 0) deps.abortRunningSteps(aborted);
   return count === deps.batchSize;
 }
@@ -446,7 +456,7 @@ async function retryOrFail(
       step: recorded.name,
       data: retry,
     });
-    return applied;
+    return { ...applied, stepDueAt: dueAt };
   }
   await transition(tx, log, {
     taskId: task.id,
