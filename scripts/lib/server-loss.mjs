@@ -44,7 +44,12 @@ export function explainLoss(noted, { readKernelLog = dmesg } = {}) {
   const logFile = logFileOf(listener.argv);
   if (logFile !== undefined) lines.push(...logTail(logFile));
   const program = path.basename(listener.argv[0] ?? '');
-  const kernel = (readKernelLog() ?? '')
+  const kernelLog = readKernelLog();
+  if (kernelLog === undefined) {
+    lines.push(`the kernel's log could not be read (dmesg)`);
+    return lines;
+  }
+  const kernel = kernelLog
     .split('\n')
     .filter((line) => aboutProcess(line, listener.pid, program))
     .slice(-KERNEL_LINES);

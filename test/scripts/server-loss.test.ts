@@ -90,6 +90,8 @@ test('a hung server is still running; one that died has exited, with its log and
   assert.match(hung[1]!, /^the last 20 lines of .*server\.log:\nline 11\n/);
   assert.match(hung[1]!, /\nline 30$/);
   assert.equal(hung[2], `the kernel's log says nothing about pid ${pid} or an out-of-memory kill`);
+  const unreadable = explainLoss(noted, { readKernelLog: () => undefined });
+  assert.equal(unreadable[2], `the kernel's log could not be read (dmesg)`);
 
   child.kill('SIGKILL');
   await once(child, 'exit');
