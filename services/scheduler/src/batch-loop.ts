@@ -6,9 +6,9 @@
  * While its passes find nothing to do (`idle`), a loop looks less and less often — twice the poll
  * interval, then four times, up to `idlePollMs` — since its work comes with a wake-up and the poll
  * only catches one that was lost; but never past the moment work it knows of falls due
- * (`dueInMs`: a retry's backoff, a timer; or a time it was told with `wakeIn`). A pass that finds work, or one woken while it ran,
- * brings it back to the poll interval; a wake-up itself always runs a pass at once. An idle stack
- * so runs a statement every few seconds, not several a second.
+ * (`dueInMs`: a retry's backoff, a timer; or a time it was told with `wakeIn`). A pass that finds
+ * work, or one woken while it ran, brings it back to the poll interval; a wake-up itself always
+ * runs a pass at once. An idle stack so runs a statement every few seconds, not several a second.
  */
 import { setTimeout } from 'node:timers/promises';
 import { Waker } from '@sluice/runtime';
