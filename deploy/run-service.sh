@@ -3,6 +3,7 @@
 #   run-service.sh <gateway|scheduler|governor|executor> [arguments…]
 # Each runs from a bundle of its TypeScript, built first if a source changed since (the image
 # builds them when it is built): packages/service-bundles.
+# The bundle's startup module turns source maps on for Sluice's own code only (startup-stub.ts).
 # exec, so the service itself receives SIGTERM and stops cleanly.
 set -eu
 
@@ -14,4 +15,4 @@ name="$1"
 shift
 # Exits 64 (usage) for a name that is no service, saying so.
 bundle=$(node --import tsx packages/service-bundles/src/bundle-of-main.ts "$name")
-exec node --enable-source-maps "$bundle" "$@"
+exec node "$bundle" "$@"

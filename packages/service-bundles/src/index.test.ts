@@ -20,8 +20,12 @@ import {
   isFreshBundle,
   serviceNodeArgs,
 } from './index.js';
+import { startupStubCode } from './startup-stub.js';
 
 before(() => ensureServiceBundles());
+
+/** The bundle a service's startup module imports. */
+const mainOf = (service: string) => bundledEntryOf(service).replace(/\.mjs$/, '.main.mjs');
 
 describe('service bundles', () => {
   it('bundles every service, and nothing else', () => {
@@ -51,7 +55,7 @@ describe('service bundles', () => {
     });
 
     it(`${service}: imports packages by the file Node resolves, keeps each source's URL`, () => {
-      const code = readFileSync(bundledEntryOf(service), 'utf8');
+      const code = readFileSync(mainOf(service), 'utf8');
       const specifiers = [...code.matchAll(/^import .* from "([^"]+)";$/gm)].map((m) => m[1]!);
       assert.ok(specifiers.length > 5, 'imports of its own');
       for (const specifier of specifiers) {
@@ -66,20 +70,33 @@ describe('service bundles', () => {
   }
 
   it("the gateway's descriptor set is read from where its source names it", () => {
-    const code = readFileSync(bundledEntryOf('gateway'), 'utf8');
+    const code = readFileSync(mainOf('gateway'), 'utf8');
     assert.ok(code.includes(`"file://${REPO_ROOT}/services/gateway/src/grpc/descriptor-set.ts"`));
   });
 
-  it('starts a service from its bundle, with source maps', () => {
-    assert.deepEqual(serviceNodeArgs('executor'), [
-      '--enable-source-maps',
-      bundledEntryOf('executor'),
-    ]);
+  it("starts a service from its startup module: the bundle's packages, source maps, the bundle", () => {
+    assert.deepEqual(serviceNodeArgs('executor'), [bundledEntryOf('executor')]);
+    for (const service of SERVICES) {
+      const stub = readFileSync(bundledEntryOf(service), 'utf8');
+      const bundle = readFileSync(mainOf(service), 'utf8');
+      // Every package the bundle imports statically (import statements span lines), in its order.
+      const packages = [
+        ...new Set(
+          [...bundle.matchAll(/^import\s(?:[^;]*?\sfrom\s)?"(file:[^"]+)";$/gm)].map((m) => m[1]!),
+        ),
+      ];
+      assert.ok(packages.length > 5, `${service} imports packages`);
+      assert.equal(
+        stub,
+        startupStubCode(path.basename(mainOf(service)), packages),
+        `${service}'s startup module`,
+      );
+    }
   });
 
   it("the executor's built-in task module is named by its source, not bundled", () => {
     const entry = bundledEntryOf('executor');
-    const code = readFileSync(entry, 'utf8');
+    const code = readFileSync(mainOf('executor'), 'utf8');
     assert.ok(code.includes(`"file://${REPO_ROOT}/services/executor/src/config.ts"`));
     const inputs = Object.keys(
       (

@@ -23,10 +23,11 @@
  */
 import { randomBytes } from 'node:crypto';
 import { mkdir, readFile, rename, writeFile } from 'node:fs/promises';
-import { readFileSync, statSync } from 'node:fs';
+import { existsSync, readFileSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { inputsUnchanged, runBuild, type BundleInputs } from './esbuild-setup.js';
 import { BUNDLE_DIR, REPO_ROOT } from './paths.js';
+import { startupStubCode, staticPackageImports } from './startup-stub.js';
 
 export { BUNDLE_DIR, REPO_ROOT } from './paths.js';
 export { BUILTIN_TASK_MODULE_FILE, builtTaskModules, taskModuleFile } from './task-modules.js';
@@ -39,7 +40,10 @@ export const SERVICES: ReadonlySet<string> = new Set([
   'executor',
 ]);
 
+/** What a service is started from: its startup module (startup-stub.ts), which imports the bundle. */
 const bundlePath = (service: string) => path.join(BUNDLE_DIR, `${service}.mjs`);
+/** The service's code, bundled. */
+const mainBundlePath = (service: string) => path.join(BUNDLE_DIR, `${service}.main.mjs`);
 const inputsPath = (service: string) => path.join(BUNDLE_DIR, `${service}.inputs.json`);
 
 /**
@@ -59,13 +63,14 @@ export function bundledEntryOf(service: string): string {
 }
 
 /**
- * The arguments for `node` that start `service` as deployed: its bundle, with source maps so that
- * stack traces name the TypeScript.
+ * The arguments for `node` that start `service` as deployed: its startup module, which turns
+ * source maps on for the service's own code (so that stack traces name the TypeScript) but not for
+ * the packages it loads (startup-stub.ts).
  *
  * @throws Error as {@link bundledEntryOf} does.
  */
 export function serviceNodeArgs(service: string): string[] {
-  return ['--enable-source-maps', bundledEntryOf(service)];
+  return [bundledEntryOf(service)];
 }
 
 let ensuring: Promise<void> | undefined;
@@ -89,7 +94,10 @@ export async function ensureServiceBundle(service: string): Promise<void> {
 }
 
 function isFresh(service: string): boolean {
-  return isFreshBundle(bundlePath(service), inputsPath(service));
+  // The startup module too: a cache from before there was one holds only the bundle.
+  return (
+    isFreshBundle(mainBundlePath(service), inputsPath(service)) && existsSync(bundlePath(service))
+  );
 }
 
 /**
@@ -112,18 +120,24 @@ async function buildBundle(service: string): Promise<void> {
   // Written beside the bundle and renamed over it, so a process never starts a half-written one
   // (and two processes building at once each leave a whole one).
   const temporary = path.join(BUNDLE_DIR, `.${service}-${randomBytes(4).toString('hex')}.mjs`);
-  const { inputs } = await runBuild({
+  const { metafile, inputs } = await runBuild({
     entryPoints: [path.join(REPO_ROOT, 'services', service, 'src', 'main.ts')],
     outfile: temporary,
   });
   const map = `${temporary}.map`;
+  const main = mainBundlePath(service);
   // The bundle names its map by file name: keep it beside the bundle under the final name.
   const code = (await readFile(temporary, 'utf8')).replace(
     `//# sourceMappingURL=${path.basename(map)}`,
-    `//# sourceMappingURL=${service}.mjs.map`,
+    `//# sourceMappingURL=${path.basename(main)}.map`,
   );
   await writeFile(temporary, code);
-  await rename(map, `${bundlePath(service)}.map`);
-  await rename(temporary, bundlePath(service));
+  const output = metafile.outputs[path.relative(process.cwd(), temporary)];
+  if (output === undefined) throw new Error(`esbuild's metafile has no output ${temporary}`);
+  const stub = `${temporary}.start.mjs`;
+  await writeFile(stub, startupStubCode(path.basename(main), staticPackageImports(output.imports)));
+  await rename(map, `${main}.map`);
+  await rename(temporary, main);
+  await rename(stub, bundlePath(service));
   await writeFile(inputsPath(service), JSON.stringify(inputs satisfies BundleInputs));
 }
