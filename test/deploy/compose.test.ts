@@ -32,7 +32,7 @@ import { parse } from 'yaml';
 import { z } from 'zod';
 import {
   BUILTIN_TASK_MODULE_FILE,
-  bundledEntryOf,
+  serviceNodeArgs,
   ensureServiceBundles,
 } from '@sluice/service-bundles';
 import { METRIC_DEFINITIONS, createMetrics } from '@sluice/telemetry';
@@ -367,12 +367,12 @@ describe('deploy/compose.yaml', () => {
         assert.equal(result.status, 0, result.stderr);
         return readFileSync(record, 'utf8').trimEnd().split('\n');
       };
+      // What every other start of a service runs too (serviceNodeArgs): its startup module.
       for (const service of ['gateway', 'scheduler', 'governor']) {
-        assert.deepEqual(runService(service), ['--enable-source-maps', bundledEntryOf(service)]);
+        assert.deepEqual(runService(service), serviceNodeArgs(service));
       }
       assert.deepEqual(runService('executor', '--resource', 'tool:http'), [
-        '--enable-source-maps',
-        bundledEntryOf('executor'),
+        ...serviceNodeArgs('executor'),
         '--resource',
         'tool:http',
       ]);
