@@ -345,15 +345,16 @@ describe('deploy/compose.yaml', () => {
   it('deploy/run-service.sh runs each service from its bundle, with its arguments', async () => {
     await ensureServiceBundles();
     // A `node` first on the PATH that records how the script runs a service (and lets the
-    // script's own question, which bundle, through to the real one).
+    // script's own questions, which bundle, through to the real one, noting which it asked).
     const dir = mkdtempSync(path.join(tmpdir(), 'sluice-run-service-'));
     try {
       const record = path.join(dir, 'args');
+      const questions = path.join(dir, 'questions');
       writeFileSync(
         path.join(dir, 'node'),
         [
           '#!/bin/sh',
-          `case "$*" in *bundle-of-main.ts*) exec '${process.execPath}' "$@" ;; esac`,
+          `case "$*" in *-main.ts*|*-main.mjs*) echo "$*" >> '${questions}'; exec '${process.execPath}' "$@" ;; esac`,
           `printf '%s\\n' "$@" > '${record}'`,
         ].join('\n'),
       );
@@ -376,6 +377,11 @@ describe('deploy/compose.yaml', () => {
         '--resource',
         'tool:http',
       ]);
+      // The bundles are fresh: each start asked the plain-JavaScript check only, never bundle-of
+      // (which loads tsx, about half a CPU-second).
+      const asked = readFileSync(questions, 'utf8').trimEnd().split('\n');
+      assert.equal(asked.length, 4);
+      for (const question of asked) assert.match(question, /fresh-bundle-main\.mjs /);
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }

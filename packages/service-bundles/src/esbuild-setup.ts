@@ -8,7 +8,10 @@ import { statSync } from 'node:fs';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import type { BuildOptions, Loader, Metafile, Plugin } from 'esbuild';
+import type { BundleInputs } from './bundle-files.mjs';
 import { LOCKFILE } from './paths.js';
+
+export { inputsUnchanged, type BundleInputs } from './bundle-files.mjs';
 
 /** Options shared by the services' bundles and the task modules' ones. */
 const COMMON_BUILD_OPTIONS = {
@@ -24,11 +27,6 @@ const COMMON_BUILD_OPTIONS = {
   metafile: true,
   logLevel: 'warning',
 } as const satisfies BuildOptions;
-
-/** What a bundle was built from: each input file and its modification time. */
-export interface BundleInputs {
-  readonly mtimes: Record<string, number>;
-}
 
 /** A finished build: what esbuild wrote, and what it was built from. */
 export interface Build {
@@ -68,19 +66,6 @@ function inputsOf(metafile: Metafile, startedMs: number): BundleInputs {
       }),
     ),
   };
-}
-
-/**
- * Whether every file `inputs` records was last modified when it was built (a file gone: not).
- */
-export function inputsUnchanged(inputs: BundleInputs): boolean {
-  return Object.entries(inputs.mtimes).every(([file, mtime]) => {
-    try {
-      return statSync(file).mtimeMs === mtime;
-    } catch {
-      return false;
-    }
-  });
 }
 
 /**

@@ -23,28 +23,22 @@
  */
 import { randomBytes } from 'node:crypto';
 import { mkdir, readFile, rename, writeFile } from 'node:fs/promises';
-import { existsSync, readFileSync, statSync } from 'node:fs';
 import path from 'node:path';
-import { inputsUnchanged, runBuild, type BundleInputs } from './esbuild-setup.js';
-import { BUNDLE_DIR, REPO_ROOT } from './paths.js';
+import {
+  BUNDLE_DIR,
+  REPO_ROOT,
+  SERVICES,
+  inputsPath,
+  isFreshService,
+  mainBundlePath,
+  startupModulePath,
+  type BundleInputs,
+} from './bundle-files.mjs';
+import { runBuild } from './esbuild-setup.js';
 import { startupStubCode, staticPackageImports } from './startup-stub.js';
 
-export { BUNDLE_DIR, REPO_ROOT } from './paths.js';
+export { BUNDLE_DIR, REPO_ROOT, SERVICES, isFreshBundle } from './bundle-files.mjs';
 export { BUILTIN_TASK_MODULE_FILE, builtTaskModules, taskModuleFile } from './task-modules.js';
-
-/** Every Sluice service: a folder under services/. */
-export const SERVICES: ReadonlySet<string> = new Set([
-  'gateway',
-  'scheduler',
-  'governor',
-  'executor',
-]);
-
-/** What a service is started from: its startup module (startup-stub.ts), which imports the bundle. */
-const bundlePath = (service: string) => path.join(BUNDLE_DIR, `${service}.mjs`);
-/** The service's code, bundled. */
-const mainBundlePath = (service: string) => path.join(BUNDLE_DIR, `${service}.main.mjs`);
-const inputsPath = (service: string) => path.join(BUNDLE_DIR, `${service}.inputs.json`);
 
 /**
  * The bundle to start for `service`.
@@ -54,12 +48,12 @@ const inputsPath = (service: string) => path.join(BUNDLE_DIR, `${service}.inputs
  */
 export function bundledEntryOf(service: string): string {
   if (!SERVICES.has(service)) throw new Error(`no service named '${service}'`);
-  if (!isFresh(service)) {
+  if (!isFreshService(service)) {
     throw new Error(
       `the ${service} bundle is missing or stale: await ensureServiceBundles() (@sluice/service-bundles) before starting it`,
     );
   }
-  return bundlePath(service);
+  return startupModulePath(service);
 }
 
 /**
@@ -90,29 +84,7 @@ export function ensureServiceBundles(): Promise<void> {
 /** Builds `service`'s bundle if it is missing or stale. */
 export async function ensureServiceBundle(service: string): Promise<void> {
   if (!SERVICES.has(service)) throw new Error(`no service named '${service}'`);
-  if (!isFresh(service)) await buildBundle(service);
-}
-
-function isFresh(service: string): boolean {
-  // The startup module too: a cache from before there was one holds only the bundle.
-  return (
-    isFreshBundle(mainBundlePath(service), inputsPath(service)) && existsSync(bundlePath(service))
-  );
-}
-
-/**
- * Whether `bundle` exists and every file `inputsFile` records was last modified when it was built
- * (a missing or unreadable record: not fresh).
- */
-export function isFreshBundle(bundle: string, inputsFile: string): boolean {
-  let inputs: BundleInputs;
-  try {
-    statSync(bundle);
-    inputs = JSON.parse(readFileSync(inputsFile, 'utf8')) as BundleInputs;
-  } catch {
-    return false;
-  }
-  return inputsUnchanged(inputs);
+  if (!isFreshService(service)) await buildBundle(service);
 }
 
 async function buildBundle(service: string): Promise<void> {
@@ -138,6 +110,6 @@ async function buildBundle(service: string): Promise<void> {
   await writeFile(stub, startupStubCode(path.basename(main), staticPackageImports(output.imports)));
   await rename(map, `${main}.map`);
   await rename(temporary, main);
-  await rename(stub, bundlePath(service));
+  await rename(stub, startupModulePath(service));
   await writeFile(inputsPath(service), JSON.stringify(inputs satisfies BundleInputs));
 }

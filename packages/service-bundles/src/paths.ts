@@ -1,10 +1,7 @@
-/** Where the bundles of this checkout live. */
+/** Where the bundles of this checkout live (bundle-files.mjs has the roots, in plain JavaScript). */
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { REPO_ROOT } from './bundle-files.mjs';
 
-/** The repository root, whose checkout a bundle belongs to. */
-export const REPO_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../..');
-/** Where the bundles are kept. */
-export const BUNDLE_DIR = path.join(REPO_ROOT, 'node_modules', '.cache', 'sluice-services');
+export { BUNDLE_DIR, REPO_ROOT } from './bundle-files.mjs';
 /** A change of installed packages moves what the bundles' imports point to. */
 export const LOCKFILE = path.join(REPO_ROOT, 'pnpm-lock.yaml');
