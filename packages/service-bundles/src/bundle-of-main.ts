@@ -1,6 +1,7 @@
 /**
  * `node --import tsx packages/service-bundles/src/bundle-of-main.ts <service>`: for
- * deploy/run-service.sh and the image's build. Prints the path of the service's bundle, built
+ * deploy/run-service.sh (when fresh-bundle-main.mjs found the bundle missing or stale) and the
+ * image's build. Prints the path of the service's bundle, built
  * first if it is missing or stale; for the executor, also builds the task modules
  * `SLUICE_TASK_MODULES` names (its built-in ones unless set; package names are left to tsx), so
  * that an image whose files its services cannot write has them ready. Exits 64 for a name that is
