@@ -86,6 +86,8 @@ describe('service bundles', () => {
         ),
       ];
       assert.ok(packages.length > 5, `${service} imports packages`);
+      // Loaded only by a process that exports spans over OTLP (otlp-export.ts in telemetry).
+      assert.ok(!packages.some((url) => url.includes('/exporter-trace-otlp')), 'no OTLP exporter');
       assert.equal(
         stub,
         startupStubCode(path.basename(mainOf(service)), packages),
