@@ -88,6 +88,8 @@ describe('service bundles', () => {
       assert.ok(packages.length > 5, `${service} imports packages`);
       // Loaded only by a process that exports spans over OTLP (otlp-export.ts in telemetry).
       assert.ok(!packages.some((url) => url.includes('/exporter-trace-otlp')), 'no OTLP exporter');
+      // Loaded only by an executor that must import a task module through it (task-registry.ts).
+      assert.ok(!packages.some((url) => url.includes('/node_modules/tsx/')), 'no tsx');
       assert.equal(
         stub,
         startupStubCode(path.basename(mainOf(service)), packages),

@@ -5,7 +5,6 @@
 import { existsSync } from 'node:fs';
 import { pathToFileURL } from 'node:url';
 import { builtTaskModules, taskModuleFile } from '@sluice/service-bundles';
-import { tsImport } from 'tsx/esm/api';
 import type { TaskTypeManifest } from '@sluice/db';
 import {
   DEFAULT_STEP_MAX_ATTEMPTS,
@@ -67,13 +66,23 @@ export async function loadTaskDefinitions(
   for (const [index, specifier] of modules.entries()) {
     const url = urls[index]!;
     const exports = (
-      url.built ? await import(url.href) : await tsImport(url.href, import.meta.url)
+      url.built ? await import(url.href) : await importThroughTsx(url.href)
     ) as Record<string, unknown>;
     const definitions = Object.values(exports).filter(isTaskDefinition);
     if (definitions.length === 0) throw new Error(`module ${specifier} exports no task definition`);
     found.push(...definitions);
   }
   return found;
+}
+
+/**
+ * Imports a module through tsx (TypeScript, or a package name resolved as tsx does, from this
+ * file). tsx is loaded only then: an executor whose task modules are built never needs it, and
+ * loading its API cost ~80 ms of CPU at every start.
+ */
+async function importThroughTsx(href: string): Promise<unknown> {
+  const { tsImport } = await import('tsx/esm/api');
+  return tsImport(href, import.meta.url);
 }
 
 /** How {@link loadTaskDefinitions} builds the files (tests give a cache that cannot be written). */
