@@ -2,6 +2,7 @@
 
 export const REPO_ROOT: string;
 export const BUNDLE_DIR: string;
+export const LOCKFILE: string;
 export const SERVICES: ReadonlySet<string>;
 
 export function startupModulePath(service: string): string;

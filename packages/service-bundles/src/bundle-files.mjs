@@ -1,8 +1,9 @@
 /**
- * Where a service's bundle files are and whether they are up to date — in plain JavaScript with
- * nothing but Node's own modules, so that deploy/run-service.sh can ask at every start without
- * loading tsx (fresh-bundle-main.mjs): `node --import tsx` cost about 0.5 CPU-seconds of each
- * deployed start just to learn that the bundle was fresh. index.ts builds on the same answers.
+ * Where the bundles of this checkout live, and whether a service's is up to date — in plain
+ * JavaScript with nothing but Node's own modules, so that deploy/run-service.sh can ask at every
+ * start without loading tsx (fresh-bundle-main.mjs): `node --import tsx` cost about 0.5
+ * CPU-seconds of each deployed start just to learn that the bundle was fresh. The rest of the
+ * package builds on the same paths and answers.
  */
 import { existsSync, readFileSync, statSync } from 'node:fs';
 import path from 'node:path';
@@ -12,6 +13,8 @@ import { fileURLToPath } from 'node:url';
 export const REPO_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../..');
 /** Where the bundles are kept. */
 export const BUNDLE_DIR = path.join(REPO_ROOT, 'node_modules', '.cache', 'sluice-services');
+/** A change of installed packages moves what the bundles' imports point to. */
+export const LOCKFILE = path.join(REPO_ROOT, 'pnpm-lock.yaml');
 
 /** Every Sluice service: a folder under services/. */
 export const SERVICES = new Set(['gateway', 'scheduler', 'governor', 'executor']);

@@ -8,10 +8,7 @@ import { statSync } from 'node:fs';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import type { BuildOptions, Loader, Metafile, Plugin } from 'esbuild';
-import type { BundleInputs } from './bundle-files.mjs';
-import { LOCKFILE } from './paths.js';
-
-export { inputsUnchanged, type BundleInputs } from './bundle-files.mjs';
+import { LOCKFILE, type BundleInputs } from './bundle-files.mjs';
 
 /** Options shared by the services' bundles and the task modules' ones. */
 const COMMON_BUILD_OPTIONS = {

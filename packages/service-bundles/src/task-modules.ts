@@ -16,8 +16,8 @@ import { existsSync, readFileSync } from 'node:fs';
 import { mkdir, readdir, rename, rm, stat, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
-import { inputsUnchanged, runBuild, type BundleInputs } from './esbuild-setup.js';
-import { BUNDLE_DIR, REPO_ROOT } from './paths.js';
+import { BUNDLE_DIR, REPO_ROOT, inputsUnchanged, type BundleInputs } from './bundle-files.mjs';
+import { runBuild } from './esbuild-setup.js';
 
 const TASK_BUNDLE_DIR = path.join(BUNDLE_DIR, 'task-modules');
 
