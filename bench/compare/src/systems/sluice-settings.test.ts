@@ -5,7 +5,16 @@
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { describe, it } from 'node:test';
-import { settingsPrefix, sluiceServiceSettings } from './sluice-settings.js';
+import { parseThresholds } from '../../../../services/governor/src/pressure/thresholds.js';
+import { footprint } from '../scenarios/footprint.js';
+import { priority } from '../scenarios/priority.js';
+import { drain } from '../scenarios/drain.js';
+import {
+  HARNESS_SETTINGS,
+  settingsPrefix,
+  sluiceServiceSettings,
+  sluiceStackSettings,
+} from './sluice-settings.js';
 
 describe('sluiceServiceSettings', () => {
   it("takes SLUICE_* and OTEL_* variables, not the test harness's own nor anything else", () => {
@@ -26,6 +35,32 @@ describe('sluiceServiceSettings', () => {
       'OTEL_EXPORTER_OTLP_ENDPOINT',
       'SLUICE_PRIORITY_AGING_MS',
     ]);
+  });
+});
+
+describe('sluiceStackSettings', () => {
+  it('lets the governor keep every backlog the scenarios build, as the governor reads it', () => {
+    const settings = sluiceStackSettings({});
+    assert.deepEqual(settings, HARNESS_SETTINGS);
+    const table = parseThresholds(settings['SLUICE_GOVERNOR_THRESHOLDS']);
+    if (typeof table === 'string') assert.fail(`the governor refuses it: ${table}`);
+    const rejectAt = table.queue_depth.thresholds.find((t) => t.level === 'reject')?.enterAt;
+    const largest = Math.max(
+      ...[footprint, drain, priority].map((s) => Math.max(s.defaultCount, s.fullCount ?? 0)),
+    );
+    assert.ok(rejectAt !== undefined && rejectAt > largest, `sheds at ${rejectAt} of ${largest}`);
+  });
+
+  it("gives the environment's settings over the harness's", () => {
+    const mine = `{"queue_depth":[{"level":"reject","enter":10,"exit":5}]}`;
+    const settings = sluiceStackSettings({
+      SLUICE_GOVERNOR_THRESHOLDS: mine,
+      SLUICE_PRIORITY_AGING_MS: '0',
+    });
+    assert.deepEqual(settings, {
+      SLUICE_GOVERNOR_THRESHOLDS: mine,
+      SLUICE_PRIORITY_AGING_MS: '0',
+    });
   });
 });
 

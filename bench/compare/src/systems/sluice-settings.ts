@@ -12,6 +12,25 @@
  */
 import { SECRET_VARIABLE } from '../../../../test/support/secrets.js';
 
+/**
+ * The settings the harness gives Sluice's services itself, for the workloads it runs: the
+ * governor's `queue_depth` threshold moved from 50,000 ready steps to 1,000,000. The backlog
+ * scenarios queue their jobs with no worker running on purpose (the footprint's backlog is
+ * 100,000 in the full set), and with the default a deployment sheds new P2/P3 work past 50,000
+ * (`RESOURCE_EXHAUSTED`, docs/operations.md) — which is what the default is for, and what an
+ * operator who wants such a backlog changes. A variable of the environment replaces it.
+ */
+export const HARNESS_SETTINGS: Readonly<Record<string, string>> = {
+  SLUICE_GOVERNOR_THRESHOLDS: JSON.stringify({
+    queue_depth: [{ level: 'reject', enter: 1_000_000, exit: 500_000, dwell_ms: 10_000 }],
+  }),
+};
+
+/** What the services of a bench stack are given: the harness's settings, then the environment's. */
+export function sluiceStackSettings(env: NodeJS.ProcessEnv): Record<string, string> {
+  return { ...HARNESS_SETTINGS, ...sluiceServiceSettings(env) };
+}
+
 /** The services' settings in `env`, by variable name, in name order. */
 export function sluiceServiceSettings(env: NodeJS.ProcessEnv): Record<string, string> {
   return Object.fromEntries(

@@ -33,7 +33,7 @@ import { packageVersion } from '../versions.js';
 import { manifestOf } from '../../../../services/executor/src/task-registry.js';
 import { BENCH_RESOURCE, BENCH_TASK_TYPE, benchNoop } from './sluice-task-types.js';
 import { REPORT_ADDRESS_VARIABLE, startReportServer, type ReportServer } from './start-reports.js';
-import { sluiceServiceSettings } from './sluice-settings.js';
+import { sluiceStackSettings } from './sluice-settings.js';
 
 const REPO_ROOT = fileURLToPath(new URL('../../../../', import.meta.url));
 const TASK_MODULE = fileURLToPath(new URL('./sluice-task-types.ts', import.meta.url));
@@ -84,7 +84,7 @@ export function createSluice(options: SluiceSystemOptions): QueueSystem & {
         resources: [],
         echo: options.echo,
         env: {
-          ...sluiceServiceSettings(process.env),
+          ...sluiceStackSettings(process.env),
           SLUICE_TASK_MODULES: TASK_MODULE,
           SLUICE_EXECUTOR_SLOTS: String(options.slots),
           [REPORT_ADDRESS_VARIABLE]: reports.address,

@@ -17,7 +17,7 @@ import type { Chain, ChainStartOptions, ChainSystem, StepHandler } from '../../c
 import { forEachBounded } from '../../pool.js';
 import { packageVersion } from '../../versions.js';
 import { CREATES_IN_FLIGHT, sluiceVersion } from '../sluice.js';
-import { sluiceServiceSettings } from '../sluice-settings.js';
+import { sluiceStackSettings } from '../sluice-settings.js';
 import { REPORT_ADDRESS_VARIABLE, startReportServer, type ReportServer } from '../start-reports.js';
 import { benchChain, CHAIN_RESOURCES, CHAIN_TASK_TYPE } from './sluice-chain-task-types.js';
 
@@ -62,7 +62,7 @@ export function createSluiceChain(options: SluiceChainOptions): ChainSystem {
         resources: [],
         echo: options.echo,
         env: {
-          ...sluiceServiceSettings(process.env),
+          ...sluiceStackSettings(process.env),
           SLUICE_TASK_MODULES: TASK_MODULE,
           SLUICE_EXECUTOR_SLOTS: String(options.slots),
           [REPORT_ADDRESS_VARIABLE]: reports.address,
