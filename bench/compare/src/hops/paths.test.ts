@@ -28,8 +28,8 @@ const FIGURES: HopFigures[] = HOP_NAMES.map((name) => ({
 test('a path’s floor adds its legs’ idle medians, a half leg at half', () => {
   // ½ gRPC + create commit + delivery + start commit.
   assert.equal(floorOf(SHORTEST_DURABLE_PATH, FIGURES), 2 + 2 + 1.25 + 2);
-  // ½ gRPC, three reads, three commits, a NATS message and a delivery.
-  assert.equal(floorOf(SLUICE_IDLE_PATH, FIGURES), 2 + 3 * 1 + 3 * 2 + 0.5 + 1.25);
+  // ½ gRPC, three commits (the create, the claim, the start), a NATS message and a delivery.
+  assert.equal(floorOf(SLUICE_IDLE_PATH, FIGURES), 2 + 3 * 2 + 0.5 + 1.25);
 });
 
 test('a path needing a hop that was not measured has no floor', () => {

@@ -19,20 +19,29 @@ export interface Path {
 }
 
 /**
- * Sluice's create → handler start on an idle stack, as it runs now (session 14's timing probes:
- * gateway, scheduler and executor each stamped these points).
+ * Sluice's create → handler start on an idle stack, as it runs now: session 14's timing probes
+ * (gateway, scheduler and executor each stamped these points), less what sessions 24–26 took out —
+ * the key and task type come from the gateway's memory for a caller it has served before (its
+ * insert confirms them), a keyed create whose key is new sends `begin`, the insert, a check and
+ * `commit` in one write, and the dispatcher claims in one write on a connection it keeps. A
+ * caller's first create reads the key and type first (one `pg-read` more).
  */
 export const SLUICE_IDLE_PATH: Path = {
   name: 'sluice',
   description: 'Sluice now: create (with an idempotency key) → handler start',
   legs: [
     { hop: 'grpc', share: 0.5, what: '`CreateTask` reaches the gateway (the request half)' },
-    { hop: 'pg-read', share: 1, what: 'API key and task type, read at once' },
-    { hop: 'pg-read', share: 1, what: '`begin`, the insert and the key’s tombstone read' },
-    { hop: 'pg-commit', share: 1, what: '`commit` of the create' },
+    {
+      hop: 'pg-commit',
+      share: 1,
+      what: 'the create: `begin`, the insert, its check and `commit` in one write',
+    },
     { hop: 'nats', share: 1, what: 'wake-up of the scheduler' },
-    { hop: 'pg-read', share: 1, what: '`begin`, the admission lock and the claim' },
-    { hop: 'pg-commit', share: 1, what: '`commit` of the claim' },
+    {
+      hop: 'pg-commit',
+      share: 1,
+      what: 'the claim: `begin`, the admission lock, the claim and `commit` in one write',
+    },
     { hop: 'jetstream-delivery', share: 1, what: 'the dispatch, published and delivered' },
     { hop: 'pg-commit', share: 1, what: 'the step’s start, one statement' },
   ],
