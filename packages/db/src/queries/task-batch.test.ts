@@ -22,7 +22,7 @@ import {
 import { isRefusedOnPurpose } from '../refused.js';
 import { explainAnalyze } from './explain.js';
 import { deleteFinishedTasks } from './retention.js';
-import { keyedBatchCheck, submitTasks } from './task-batch.js';
+import { keyedBatchCheck, submitTasks, submitTasksClaiming } from './task-batch.js';
 import type { TaskTypeManifest } from './task-types.js';
 import { createTask, submitTask, type NewTask, type SubmitTaskResult } from './tasks.js';
 
@@ -65,6 +65,51 @@ async function count(table: 'tasks' | 'task_steps' | 'task_events'): Promise<num
     { n: number }[]
   >`select count(*)::int as n from ${handle.sql(table)}`;
   return row?.n ?? -1;
+}
+
+/** What a call answered, and how many socket writes the driver made for it. */
+interface Counted<T> {
+  readonly value: T;
+  readonly writes: number;
+}
+
+/**
+ * Runs `body` with a pool of one connection to the fixture's database whose socket counts the
+ * writes the driver makes; `counted` gives those of one call.
+ */
+async function withCountedWrites(
+  body: (
+    db: Database,
+    counted: <T>(call: () => Promise<T>) => Promise<Counted<T>>,
+  ) => Promise<void>,
+): Promise<void> {
+  let writes = 0;
+  const url = new URL(fixture.database.url);
+  const options = {
+    max: 1,
+    onnotice: () => {},
+    socket: () => {
+      const socket = connect({ host: url.hostname, port: Number(url.port || 5432) });
+      const write = socket.write.bind(socket) as (...args: unknown[]) => boolean;
+      socket.write = (...args: unknown[]) => {
+        writes += 1;
+        return write(...args);
+      };
+      return socket;
+    },
+  } as postgres.Options<Record<string, postgres.PostgresType>>; // `socket`: not in the types
+  const client = postgres(fixture.database.url, options);
+  const db: Database = drizzle(client, { schema });
+  const counted = async <T>(call: () => Promise<T>): Promise<Counted<T>> => {
+    writes = 0;
+    const value = await call();
+    return { value, writes };
+  };
+  try {
+    await body(db, counted);
+  } finally {
+    await client.end();
+  }
 }
 
 /** A row as `to_jsonb` gives it. */
@@ -229,39 +274,42 @@ describe('submitTasks', () => {
   });
 
   it('sends a batch whose keys are all new, with its begin and commit, in one write', async () => {
-    // A pool of one connection whose socket counts the writes the driver makes.
-    let writes = 0;
-    const url = new URL(fixture.database.url);
-    const options = {
-      max: 1,
-      onnotice: () => {},
-      socket: () => {
-        const socket = connect({ host: url.hostname, port: Number(url.port || 5432) });
-        const write = socket.write.bind(socket) as (...args: unknown[]) => boolean;
-        socket.write = (...args: unknown[]) => {
-          writes += 1;
-          return write(...args);
-        };
-        return socket;
-      },
-    } as postgres.Options<Record<string, postgres.PostgresType>>; // `socket`: not in the types
-    const client = postgres(fixture.database.url, options);
-    const db: Database = drizzle(client, { schema });
-    try {
+    await withCountedWrites(async (db, counted) => {
       // The first try on a connection prepares its statements (a round trip each).
       await submitTasks(db, [request({ idempotencyKey: 'warm-up' })]);
-      writes = 0;
-      const [result] = await submitTasks(db, [
-        request({ idempotencyKey: 'one-write', input: { n: 2 } }),
-      ]);
-      assert.equal(result?.kind, 'created');
-      assert.equal(writes, 1, 'begin, the insert, the check and commit in one write');
-      const [row] = await handle.sql<{ n: number }[]>`
-        select count(*)::int as n from tasks where idempotency_key = 'one-write'`;
-      assert.equal(row?.n, 1, 'committed: another connection sees the task');
-    } finally {
-      await client.end();
-    }
+      const result = await counted(() =>
+        submitTasks(db, [request({ idempotencyKey: 'one-write', input: { n: 2 } })]),
+      );
+      assert.equal(result.value[0]?.kind, 'created');
+      assert.equal(result.writes, 1, 'begin, the insert, the check and commit in one write');
+    });
+    const [row] = await handle.sql<{ n: number }[]>`
+      select count(*)::int as n from tasks where idempotency_key = 'one-write'`;
+    assert.equal(row?.n, 1, 'committed: another connection sees the task');
+  });
+
+  it('sends a P0 create, keyed or not, with its urgent claim in one write', async () => {
+    const urgent = { admission: { defaultResourceLimit: 64, agingMs: 30_000 } };
+    await withCountedWrites(async (db, counted) => {
+      await submitTasksClaiming(db, [request({ priority: 0, idempotencyKey: 'warm-up' })], urgent);
+      await submitTasksClaiming(db, [request({ priority: 0 })], urgent);
+      for (const idempotencyKey of ['p0-keyed', undefined]) {
+        const result = await counted(() =>
+          submitTasksClaiming(db, [request({ priority: 0, idempotencyKey })], urgent),
+        );
+        const created = result.value.results[0];
+        assert.ok(created?.kind === 'created', 'created');
+        assert.deepEqual(
+          result.value.claimed.map((step) => step.taskId),
+          [created.task.id],
+          'its first step claimed in the create',
+        );
+        assert.equal(result.writes, 1, 'begin, the insert, its check, the claim and commit');
+        const [step] = await handle.sql<{ status: string }[]>`
+          select status from task_steps where task_id = ${created.task.id}`;
+        assert.equal(step?.status, 'dispatched', 'committed: another connection sees the claim');
+      }
+    });
   });
 
   it('leaves nothing of a refused one-write try: a held key and a new one in one batch', async () => {

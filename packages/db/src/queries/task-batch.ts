@@ -17,7 +17,7 @@ import { checkSameRequest, hashJson } from './task-keys.js';
 import type { NewTask, SubmitTaskResult } from './tasks.js';
 import { firstStepOf } from './task-types.js';
 import type { AdmissionSettings, ClaimedStep } from './steps.js';
-import { claimUrgentSteps } from './urgent-claim.js';
+import { claimUrgentSteps, urgentClaimStatements, urgentClaimedOf } from './urgent-claim.js';
 
 /**
  * How often a batch is tried again after some of its keys turned out to belong to deleted tasks
@@ -81,7 +81,7 @@ export async function submitTasksClaiming(
     return await submitChecked(db, batch, urgent, remembered);
   } catch (error) {
     // Only the guard raises this refusal where it reaches here (the one-write check's is answered
-    // inside insertKeyedInOneWrite), and a statement that raised it wrote nothing.
+    // inside insertInOneWrite), and a statement that raised it wrote nothing.
     if (remembered && isRefusedOnPurpose(error)) throw new StaleReads();
     throw error;
   }
@@ -118,23 +118,21 @@ async function submitChecked(
       ? claimUrgentSteps(tx, resources, resources.length, urgent.admission)
       : Promise.resolve([]);
   };
-  const anyUrgent = urgent !== undefined && batch.some((task) => task.priority === 0);
-  if (keys.length === 0 && !anyUrgent) {
+  const urgentResources = urgent ? firstResourcesOfUrgent(entries) : [];
+  if (keys.length === 0 && urgentResources.length === 0) {
     // Nothing can conflict without keys: the one statement commits on its own (one round trip).
     const rows = await db.execute(insert(entries));
     return { results: answer(entries, new Map(), rowsById(rows)), claimed: [] };
   }
-  if (keys.length === 0) {
-    return db.transaction(async (tx) => {
-      const rows = await tx.execute(insert(entries));
-      const results = answer(entries, new Map(), rowsById(rows));
-      return { results, claimed: await claimUrgent(tx, results) };
-    });
-  }
-  if (!anyUrgent) {
-    // The usual keyed create (every key new): one round trip. Otherwise, the transaction below.
-    const rows = await insertKeyedInOneWrite(db, tenantId, entries, insert(entries));
-    if (rows !== undefined) return { results: answer(entries, new Map(), rows), claimed: [] };
+  // The usual create with keys (every key new) or with P0 work: one round trip. Otherwise (a key
+  // is held or belongs to a deleted task), the transaction below.
+  const claim =
+    urgent && urgentResources.length > 0
+      ? urgentClaimStatements(urgentResources, urgentResources.length, urgent.admission)
+      : [];
+  const written = await insertInOneWrite(db, tenantId, entries, insert(entries), claim);
+  if (written !== undefined) {
+    return { results: answer(entries, new Map(), written.rows), claimed: written.claimed };
   }
   // Entries whose key belongs to a task retention deleted: answered from the tombstone, not
   // inserted (an insert of them would succeed, the key being free again).
@@ -157,36 +155,52 @@ async function submitChecked(
 }
 
 /**
- * A batch with keys in one round trip, when every key is new: the insert and a check go out with
- * `begin` and `commit` in one write (`transactionInOneWrite`). The check (a later statement than the
- * insert, so it sees what a retention that the insert waited for committed, as in
- * {@link insertWithKeys}) refuses to let the transaction commit unless every entry was inserted
- * and no key has a live tombstone: its error makes the `COMMIT` a rollback. Answers the inserted
- * rows by id, or undefined when refused: nothing was written, and the caller takes
- * {@link insertWithKeys}, which answers held keys and deleted tasks.
+ * A batch in one round trip, when every key is new: the insert, a check when it has keys, and the
+ * urgent claim's statements (`claim`, none without P0 work) go out with `begin` and `commit` in one
+ * write (`transactionInOneWrite`). The check (a later statement than the insert, so it sees what a
+ * retention that the insert waited for committed, as in {@link insertWithKeys}) refuses to let the
+ * transaction commit unless every entry was inserted and no key has a live tombstone: its error
+ * makes the `COMMIT` a rollback. The claim sees the inserted rows, as in the transaction. Answers
+ * the inserted rows by id and the claimed steps, or undefined when refused: nothing was written,
+ * and the caller takes {@link insertWithKeys}, which answers held keys and deleted tasks.
  */
-async function insertKeyedInOneWrite(
+async function insertInOneWrite(
   db: Database,
   tenantId: string,
   entries: readonly BatchEntry[],
   insertOfEntries: SQL,
-): Promise<Map<string, Record<string, unknown>> | undefined> {
-  const check = keyedBatchCheck(
-    tenantId,
-    entries.map((entry) => entry.id),
-    entries.flatMap(({ task }) => task.idempotencyKey ?? []),
-  );
-  const [inserted, checked] = await transactionInOneWrite(db, [insertOfEntries, check]);
+  claim: readonly SQL[],
+): Promise<{ rows: Map<string, Record<string, unknown>>; claimed: ClaimedStep[] } | undefined> {
+  const keys = entries.flatMap(({ task }) => task.idempotencyKey ?? []);
+  const checks =
+    keys.length === 0
+      ? []
+      : [
+          keyedBatchCheck(
+            tenantId,
+            entries.map((entry) => entry.id),
+            keys,
+          ),
+        ];
+  const [inserted, ...after] = await transactionInOneWrite(db, [
+    insertOfEntries,
+    ...checks,
+    ...claim,
+  ]);
+  // First the insert's own error (a refusal of remembered reads, say): the statements after it
+  // fail only because it did.
   const rows = rowsOf(inserted);
+  const checked = checks.length > 0 ? after.shift() : undefined;
   if (checked?.status === 'rejected') {
     if (isRefusedOnPurpose(checked.reason)) return undefined;
     throw checked.reason;
   }
-  return rowsById(rows);
+  const claimed = claim.length > 0 ? urgentClaimedOf(rowsOf(after[after.length - 1])) : [];
+  return { rows: rowsById(rows), claimed };
 }
 
 /**
- * The one-write create's check (see {@link insertKeyedInOneWrite}): refuses the commit unless each
+ * The one-write create's check (see {@link insertInOneWrite}): refuses the commit unless each
  * of `ids` is a task of the tenant and none of `keys` has a live tombstone (the definition the
  * transaction's tombstone read uses too).
  *
@@ -381,6 +395,16 @@ async function keyHolders(
     if (task.idempotencyKey !== null) holders.set(task.idempotencyKey, task);
   }
   return holders;
+}
+
+/**
+ * The resource of the first step of each P0 entry (one per entry, repeats kept): what the urgent
+ * claim of a create that inserts them all may claim in, and how many.
+ */
+function firstResourcesOfUrgent(entries: readonly BatchEntry[]): string[] {
+  return entries.flatMap(({ task }) =>
+    task.priority === 0 ? [firstStepOf(task.taskType).resource] : [],
+  );
 }
 
 function rowsById(rows: Iterable<Record<string, unknown>>): Map<string, Record<string, unknown>> {

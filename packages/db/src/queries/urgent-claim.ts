@@ -14,7 +14,7 @@
  * (`pg_try_advisory_xact_lock`); when a scheduler's claim holds it, nothing is claimed here and
  * the scheduler, woken by the create as before, admits the step.
  */
-import { sql, TransactionRollbackError } from 'drizzle-orm';
+import { sql, TransactionRollbackError, type SQL } from 'drizzle-orm';
 import type { Priority } from '@sluice/core';
 import type { Database, Transaction } from '../client.js';
 import { ADMISSION_LOCK_NAMESPACE, admissionLockKeyOf, recordAdmissionKeys } from './admission.js';
@@ -45,29 +45,51 @@ export async function claimUrgentSteps(
   limit: number,
   admission: AdmissionSettings,
 ): Promise<ClaimedStep[]> {
+  const statements = urgentClaimStatements(resources, limit, admission);
+  if (statements.length === 0) return [];
+  // Started in order, answered in one round trip (postgres.js pipelines a transaction's
+  // statements on its connection).
+  const answers = await Promise.all(statements.map((statement) => tx.execute(statement)));
+  return urgentClaimedOf(answers[answers.length - 1] ?? []);
+}
+
+/**
+ * The urgent claim's statements, to run in this order in the creating transaction (none when there
+ * is nothing to claim); the last one answers the claimed steps' rows ({@link urgentClaimedOf}).
+ * A create whose transaction goes out in one write (task-batch.ts) sends them with it.
+ */
+export function urgentClaimStatements(
+  resources: readonly string[],
+  limit: number,
+  admission: AdmissionSettings,
+): readonly SQL[] {
   if (resources.length === 0 || limit <= 0) return [];
   const urgentOnly: AdmissionSettings = {
     ...admission,
     heldPriorities: [...new Set([...(admission.heldPriorities ?? []), ...LOWER_PRIORITIES])],
   };
-  // The claim is planned once per connection, not on each of its first executions: a custom plan
-  // of this statement costs 2–4 ms of planning (idle), which every gateway connection paid on
-  // its first P0 creates — at the onset of P0 work, when the machine is busiest (session 17).
-  const planning = tx.execute(genericPlansForTransaction());
-  // Three statements, one round trip (as `claimAdmission`): the claim runs after the locking
-  // statement, in a snapshot of its own, and claims only where this transaction got the lock (the
-  // locking statement records which, `recordAdmissionKeys`).
-  const locking = tx.execute(sql`
-    with tried as materialized (
-      select key, pg_try_advisory_xact_lock(${ADMISSION_LOCK_NAMESPACE}::int, key) as locked
-      from (select ${admissionLockKeyOf(sql`r`)} as key
-            from unnest(${textArrayOf([...new Set(resources)])}) r) k
-    )
-    select ${recordAdmissionKeys(sql`key`, sql`locked`)} from tried
-  `);
-  const claiming = tx.execute<ClaimRow>(claimReadyStepsStatement(limit, urgentOnly, 'locked'));
-  const [, , rows] = await Promise.all([planning, locking, claiming]);
-  return claimedStepsOf(rows);
+  return [
+    // The claim is planned once per connection, not on each of its first executions: a custom
+    // plan of this statement costs 2–4 ms of planning (idle), which every gateway connection paid
+    // on its first P0 creates — at the onset of P0 work, when the machine is busiest (session 17).
+    genericPlansForTransaction(),
+    // The claim runs after the locking statement, in a snapshot of its own, and claims only where
+    // this transaction got the lock (the locking statement records which, `recordAdmissionKeys`).
+    sql`
+      with tried as materialized (
+        select key, pg_try_advisory_xact_lock(${ADMISSION_LOCK_NAMESPACE}::int, key) as locked
+        from (select ${admissionLockKeyOf(sql`r`)} as key
+              from unnest(${textArrayOf([...new Set(resources)])}) r) k
+      )
+      select ${recordAdmissionKeys(sql`key`, sql`locked`)} from tried
+    `,
+    claimReadyStepsStatement(limit, urgentOnly, 'locked'),
+  ];
+}
+
+/** The steps the last of {@link urgentClaimStatements} claimed, from its rows. */
+export function urgentClaimedOf(rows: readonly Record<string, unknown>[]): ClaimedStep[] {
+  return claimedStepsOf(rows as unknown as readonly ClaimRow[]);
 }
 
 /**
