@@ -20,6 +20,7 @@ import {
 } from '../support/gateway-fixture.js';
 
 const INPUT = { topic: 'remembered reads', sourceUrl: 'https://example.com/remembered' };
+const SMALL = { topic: 'p0', sourceUrl: 'https://e.x/' };
 
 let fx: GatewayFixture;
 let counter: TurnCounter | undefined;
@@ -38,10 +39,15 @@ after(async () => {
   await counter?.close();
 });
 
-function create(client: TaskClient, input: object = INPUT, idempotencyKey?: string) {
+function create(
+  client: TaskClient,
+  input: object = INPUT,
+  idempotencyKey?: string,
+  priority: 'PRIORITY_P0' | 'PRIORITY_P2' = 'PRIORITY_P2',
+) {
   return client.createTask({
     type: researchBrief.name,
-    priority: 'PRIORITY_P2',
+    priority,
     input,
     ...(idempotencyKey ? { idempotencyKey } : {}),
   });
@@ -76,6 +82,32 @@ describe('CreateTask on remembered reads', () => {
       turns.push(await turnsOf(() => create(client, INPUT, `keyed-${i}`)));
     }
     assert.deepEqual(turns, [1, 1, 1, 1, 1, 1, 1, 1], 'the write alone, unkeyed and keyed');
+  });
+
+  it('writes a P0 create, which claims its step, on remembered reads too', async () => {
+    const client = fx.client(await fx.tenantWithKey('urgent'));
+    for (let i = 0; i < 2 * DEFAULT_POOL_SIZE; i++) {
+      await create(client, SMALL, undefined, 'PRIORITY_P0');
+      await create(client, SMALL, `w-${i}`, 'PRIORITY_P0');
+    }
+    const unkeyed: number[] = [];
+    const keyed: number[] = [];
+    for (let i = 0; i < 3; i++) {
+      unkeyed.push(await turnsOf(() => create(client, SMALL, undefined, 'PRIORITY_P0')));
+      keyed.push(await turnsOf(() => create(client, SMALL, `u-${i}`, 'PRIORITY_P0')));
+    }
+    // The create with its claim in one write, then the stream sequence of the step it published
+    // (reading the key and type first and claiming in a transaction of three round trips took
+    // five). A keyed one's write, with its check, passes 1,024 bytes, where postgres.js sends
+    // what it has buffered at once: the rest follows without waiting for an answer, but when the
+    // server answered the first piece before it arrived the proxy counts one turn more.
+    assert.deepEqual(unkeyed, [2, 2, 2], 'unkeyed: the write and the record');
+    for (const turns of keyed) {
+      assert.ok(
+        turns === 2 || turns === 3,
+        `keyed: the write (in two pieces) and the record: ${keyed.join(', ')}`,
+      );
+    }
   });
 
   it('refuses a key revoked after the gateway remembered it, from the next call on, with no effect', async () => {

@@ -401,8 +401,9 @@ export function createTaskService(deps: TaskServiceDeps): Partial<TaskServiceHan
    * of them and written on condition that they still hold, without reading them first (one round
    * trip less). `undefined` sends the call the way that reads them: when either is not remembered,
    * when a check would refuse the call (every refusal is answered from fresh reads, never from
-   * remembered ones), when the create would claim its P0 step in its transaction, and when a
-   * remembered read turned out to be stale (then forgotten).
+   * remembered ones), and when a remembered read turned out to be stale (then forgotten). A create
+   * that claims its P0 step takes this path too: a stale read refuses its insert, which rolls back
+   * its claim with it (task-batch.ts), and the call is then written the way that reads.
    */
   const createOnRememberedReads = async (
     metadata: Metadata,
@@ -417,8 +418,7 @@ export function createTaskService(deps: TaskServiceDeps): Partial<TaskServiceHan
     } catch {
       return undefined;
     }
-    const refused = shedding([create.priority]).rejected.length > 0;
-    if (refused || urgentClaimFor([create.priority]) !== undefined) return undefined;
+    if (shedding([create.priority]).rejected.length > 0) return undefined;
     try {
       return await writeCreate(known.tenantId, create, known.reads);
     } catch (error) {
