@@ -20,12 +20,10 @@ import {
   isFreshBundle,
   serviceNodeArgs,
 } from './index.js';
+import { mainBundlePath } from './bundle-files.mjs';
 import { startupStubCode } from './startup-stub.js';
 
 before(() => ensureServiceBundles());
-
-/** The bundle a service's startup module imports. */
-const mainOf = (service: string) => bundledEntryOf(service).replace(/\.mjs$/, '.main.mjs');
 
 describe('service bundles', () => {
   it('bundles every service, and nothing else', () => {
@@ -55,7 +53,7 @@ describe('service bundles', () => {
     });
 
     it(`${service}: imports packages by the file Node resolves, keeps each source's URL`, () => {
-      const code = readFileSync(mainOf(service), 'utf8');
+      const code = readFileSync(mainBundlePath(service), 'utf8');
       const specifiers = [...code.matchAll(/^import .* from "([^"]+)";$/gm)].map((m) => m[1]!);
       assert.ok(specifiers.length > 5, 'imports of its own');
       for (const specifier of specifiers) {
@@ -70,7 +68,7 @@ describe('service bundles', () => {
   }
 
   it("the gateway's descriptor set is read from where its source names it", () => {
-    const code = readFileSync(mainOf('gateway'), 'utf8');
+    const code = readFileSync(mainBundlePath('gateway'), 'utf8');
     assert.ok(code.includes(`"file://${REPO_ROOT}/services/gateway/src/grpc/descriptor-set.ts"`));
   });
 
@@ -78,7 +76,7 @@ describe('service bundles', () => {
     assert.deepEqual(serviceNodeArgs('executor'), [bundledEntryOf('executor')]);
     for (const service of SERVICES) {
       const stub = readFileSync(bundledEntryOf(service), 'utf8');
-      const bundle = readFileSync(mainOf(service), 'utf8');
+      const bundle = readFileSync(mainBundlePath(service), 'utf8');
       // Every package the bundle imports statically (import statements span lines), in its order.
       const packages = [
         ...new Set(
@@ -92,7 +90,7 @@ describe('service bundles', () => {
       assert.ok(!packages.some((url) => url.includes('/node_modules/tsx/')), 'no tsx');
       assert.equal(
         stub,
-        startupStubCode(path.basename(mainOf(service)), packages),
+        startupStubCode(path.basename(mainBundlePath(service)), packages),
         `${service}'s startup module`,
       );
     }
@@ -100,7 +98,7 @@ describe('service bundles', () => {
 
   it("the executor's built-in task module is named by its source, not bundled", () => {
     const entry = bundledEntryOf('executor');
-    const code = readFileSync(mainOf('executor'), 'utf8');
+    const code = readFileSync(mainBundlePath('executor'), 'utf8');
     assert.ok(code.includes(`"file://${REPO_ROOT}/services/executor/src/config.ts"`));
     const inputs = Object.keys(
       (

@@ -109,14 +109,10 @@ async function submitChecked(
     insertStatement(tenantId, pending, status, remembered);
   /** Claims the P0 steps of the entries this transaction created (none without `urgent`). */
   const claimUrgent = (tx: Transaction, results: readonly SubmitTaskResult[]) => {
-    const resources = results.flatMap((result, index) =>
-      result.kind === 'created' && result.task.priority === 0
-        ? [firstStepOf((batch[index] as NewTask).taskType).resource]
-        : [],
-    );
-    return urgent && resources.length > 0
-      ? claimUrgentSteps(tx, resources, resources.length, urgent.admission)
-      : Promise.resolve([]);
+    if (!urgent) return Promise.resolve([]);
+    const created = entries.filter((entry) => results[entry.index]?.kind === 'created');
+    const resources = firstResourcesOfUrgent(created);
+    return claimUrgentSteps(tx, resources, resources.length, urgent.admission);
   };
   const urgentResources = urgent ? firstResourcesOfUrgent(entries) : [];
   if (keys.length === 0 && urgentResources.length === 0) {
@@ -126,10 +122,9 @@ async function submitChecked(
   }
   // The usual create with keys (every key new) or with P0 work: one round trip. Otherwise (a key
   // is held or belongs to a deleted task), the transaction below.
-  const claim =
-    urgent && urgentResources.length > 0
-      ? urgentClaimStatements(urgentResources, urgentResources.length, urgent.admission)
-      : [];
+  const claim = urgent
+    ? urgentClaimStatements(urgentResources, urgentResources.length, urgent.admission)
+    : [];
   const written = await insertInOneWrite(db, tenantId, entries, insert(entries), claim);
   if (written !== undefined) {
     return { results: answer(entries, new Map(), written.rows), claimed: written.claimed };
@@ -399,7 +394,7 @@ async function keyHolders(
 
 /**
  * The resource of the first step of each P0 entry (one per entry, repeats kept): what the urgent
- * claim of a create that inserts them all may claim in, and how many.
+ * claim of a create that inserted these entries may claim in, and how many.
  */
 function firstResourcesOfUrgent(entries: readonly BatchEntry[]): string[] {
   return entries.flatMap(({ task }) =>
