@@ -40,3 +40,11 @@ test('a duplicated middle step, a step out of order and a missing chain fail the
       '2 steps started before their previous step of 3 chains',
   );
 });
+
+test("a step's hand-off is timed from the starts its handlers report", () => {
+  const ledger = new ChainLedger(['x']);
+  ledger.record('x', 0, 1_000);
+  ledger.record('x', 1, 1_012.5);
+  ledger.record('x', 2, 1_020);
+  assert.deepEqual(ledger.hops(), [12.5, 7.5]);
+});

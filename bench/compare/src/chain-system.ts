@@ -8,7 +8,7 @@
  * The ledger here keeps one {@link Ledger} per step and checks the order: every chain must run
  * step 0, then 1, then 2, each exactly once, and nothing else.
  */
-import { performance } from 'node:perf_hooks';
+import { epochNow } from './latency.js';
 import { Ledger, type LedgerVerdict } from './ledger.js';
 import type { Durability, SystemInfo } from './system.js';
 
@@ -20,8 +20,13 @@ export interface Chain {
   readonly id: string;
 }
 
-/** Told when step `step` (0, 1 or 2) of chain `chainId` starts; the step ends once it resolves. */
-export type StepHandler = (chainId: string, step: number) => Promise<void>;
+/**
+ * Told when step `step` (0, 1 or 2) of chain `chainId` starts; the step ends once it resolves.
+ * `startedAt` (epoch ms, the clock of `epochNow`) is when the step's handler began where it runs
+ * in another process and tells the harness later (Sluice's executors); absent: the call is the
+ * start.
+ */
+export type StepHandler = (chainId: string, step: number, startedAt?: number) => Promise<void>;
 
 export interface ChainStartOptions {
   readonly onStep: StepHandler;
@@ -60,7 +65,7 @@ export interface ChainVerdict extends LedgerVerdict {
 export class ChainLedger {
   private readonly steps: readonly Ledger[];
   private outOfOrderStarts = 0;
-  /** `performance.now()` of each step's first start, per chain (index: step). */
+  /** Each step's first start (epoch ms, the clock of `epochNow`), per chain (index: step). */
   private readonly startedAt = new Map<string, number[]>();
 
   constructor(ids: readonly string[]) {
@@ -83,8 +88,8 @@ export class ChainLedger {
     return firsts.length === 0 ? undefined : Math.min(...firsts);
   }
 
-  /** Records one start of step `step` of chain `id`. */
-  record(id: string, step: number): void {
+  /** Records one start of step `step` of chain `id`, at `startedAt` (default: now). */
+  record(id: string, step: number, startedAt: number = epochNow()): void {
     const ledger = this.steps[step];
     if (!Number.isInteger(step) || ledger === undefined) {
       // A step the chain does not have: count it against the final step as unknown work.
@@ -94,15 +99,15 @@ export class ChainLedger {
     const times = this.startedAt.get(id) ?? [];
     if (step > 0 && times[step - 1] === undefined) this.outOfOrderStarts += 1;
     if (times[step] === undefined) {
-      times[step] = performance.now();
+      times[step] = startedAt;
       this.startedAt.set(id, times);
     }
     ledger.record(id);
   }
 
   /** A handler for {@link ChainSystem.startWorkers} that records each step it is given. */
-  readonly onStep: StepHandler = (chainId, step) => {
-    this.record(chainId, step);
+  readonly onStep: StepHandler = (chainId, step, startedAt) => {
+    this.record(chainId, step, startedAt);
     return Promise.resolve();
   };
 

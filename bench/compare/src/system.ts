@@ -13,9 +13,18 @@ export interface Job {
   readonly priority?: 'high' | 'low';
   /** When the harness meant to send it (ms, `performance.timeOrigin + now()`), for latency. */
   readonly scheduledAt?: number;
+  /**
+   * When its handler began, on the clock of `scheduledAt`, where the handler runs in another
+   * process and tells the harness later (Sluice's executors); absent: the handler is called in
+   * the harness, and the call is the start.
+   */
+  readonly startedAt?: number;
 }
 
-/** What a handler is told when a job starts (the harness records the time itself). */
+/**
+ * What a handler is told when a job starts (the harness records the time itself, or takes
+ * `Job.startedAt` when the adapter has it).
+ */
 export type JobHandler = (job: Job) => Promise<void>;
 
 /** How durable an acknowledged enqueue is on this system, as configured — shown on every result. */

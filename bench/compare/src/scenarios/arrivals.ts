@@ -45,7 +45,7 @@ export class StartLog {
 
   readonly handler: JobHandler = (job: Job) => {
     if (!this.startedAt.has(job.id)) {
-      this.startedAt.set(job.id, epochNow());
+      this.startedAt.set(job.id, job.startedAt ?? epochNow());
       for (const listener of this.listeners) listener(job.id);
     }
     return this.ledger.handler(job);

@@ -78,7 +78,9 @@ export function createSluice(options: SluiceSystemOptions): QueueSystem & {
     retriedCreates: () => retried,
 
     async setup() {
-      reports = await startReportServer((id) => handler?.({ id }));
+      reports = await startReportServer((id, startedAt) =>
+        handler?.(startedAt === undefined ? { id } : { id, startedAt }),
+      );
       e2e = await startE2eStack({
         label: 'bench-compare',
         resources: [],

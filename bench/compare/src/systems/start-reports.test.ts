@@ -1,11 +1,13 @@
 /**
  * The start-report channel between a Sluice step and the harness: each report is answered once
  * the handler settles, in any order; a refusal, a failure, an abort and a lost connection reject
- * the report (so the step fails and is retried), and the next report connects again.
+ * the report (so the step fails and is retried), and the next report connects again. The harness
+ * learns when the step began, not when it read the line.
  */
 import assert from 'node:assert/strict';
 import { connect } from 'node:net';
 import { describe, it } from 'node:test';
+import { epochNow } from '../latency.js';
 import { ReportClient, startReportServer } from './start-reports.js';
 
 const live = () => new AbortController().signal;
@@ -56,6 +58,50 @@ describe('start reports', () => {
       raw.destroy();
       await client.report('still fine', live());
     } finally {
+      await server.close();
+    }
+  });
+
+  it("gives the handler the step's start, stamped by the step, not the line's arrival", async () => {
+    const starts: { key: string; startedAt: number | undefined; receivedAt: number }[] = [];
+    const server = await startReportServer((key, startedAt) => {
+      starts.push({ key, startedAt, receivedAt: epochNow() });
+      return Promise.resolve();
+    });
+    const raw = connect(Number(server.address.split(':')[1]), '127.0.0.1');
+    try {
+      const before = epochNow();
+      await new ReportClient(server.address).report('by the client', live());
+      const [fromClient] = starts;
+      assert.ok(fromClient?.startedAt !== undefined, 'the client stamps its reports');
+      assert.ok(
+        fromClient.startedAt >= before - 1 && fromClient.startedAt <= fromClient.receivedAt,
+      );
+
+      // A step that began 250 ms before its line arrives is timed from its own start.
+      raw.setEncoding('utf8');
+      const answers: string[] = [];
+      raw.on('data', (chunk: string) => answers.push(...chunk.split('\n').filter(Boolean)));
+      const quarterSecondAgo = process.hrtime.bigint() - 250_000_000n;
+      raw.write(`1 late ${quarterSecondAgo}\n`);
+      // No stamp (the format before stamps): the arrival is the start, as for the peers.
+      raw.write('2 unstamped\n');
+      // A stamp that is not a count of nanoseconds, or lies ahead of the clock, is refused.
+      raw.write(`3 bad-stamp 12ms\n4 ahead ${process.hrtime.bigint() + 60_000_000_000n}\n`);
+      raw.write(`5 extra ${quarterSecondAgo} field\n`);
+      while (answers.length < 5) await new Promise((resolve) => setTimeout(resolve, 5));
+      assert.deepEqual(answers.sort(), ['1 ok', '2 ok', '3 refused', '4 refused', '5 refused']);
+      const late = starts.find((s) => s.key === 'late');
+      assert.ok(late?.startedAt !== undefined);
+      const age = late.receivedAt - late.startedAt;
+      assert.ok(age >= 250 && age < 250 + 10_000, `started ${age} ms before it was read`);
+      assert.equal(starts.find((s) => s.key === 'unstamped')?.startedAt, undefined);
+      assert.deepEqual(
+        starts.map((s) => s.key),
+        ['by the client', 'late', 'unstamped'],
+      );
+    } finally {
+      raw.destroy();
       await server.close();
     }
   });

@@ -1,8 +1,12 @@
 /**
  * How a Sluice step, running in an executor process, tells the harness that its job started
- * (issue 7): one line per report on a persistent loopback TCP connection, `<n> <key>\n`, answered
- * `<n> ok\n` once the harness's handler resolved (anything else is a refusal, and the step fails
- * and is retried). The peers' workers run inside the harness and call its handler directly; this
+ * (issue 7): one line per report on a persistent loopback TCP connection,
+ * `<n> <key> <monotonic ns>\n`, answered `<n> ok\n` once the harness's handler resolved (anything
+ * else is a refusal, and the step fails and is retried). The step stamps its start with the
+ * machine's monotonic clock (`process.hrtime`, one clock for every process on the machine), so
+ * the start the harness records is when the handler began, not when the harness got round to
+ * reading the line: the peers' handlers run inside the harness and are timed as they are called,
+ * and a busy harness's own delay in reading a report is no part of Sluice's latency. The peers' workers run inside the harness and call its handler directly; this
  * is the cheapest reliable way from another process — a `fetch` POST per report cost ~300 µs of
  * CPU between client and server (undici and node:http, 5,000 calls on this machine) against
  * ~30 µs here, CPU the harness and the executor took from the system under test; the lines of
@@ -10,6 +14,7 @@
  * reaches the ledger, duplicates included (which task rows would hide).
  */
 import { connect, createServer, type Server, type Socket } from 'node:net';
+import { epochNow } from '../latency.js';
 
 /** Where the executor's steps find the harness (`host:port`). */
 export const REPORT_ADDRESS_VARIABLE = 'SLUICE_BENCH_REPORT_ADDRESS';
@@ -22,12 +27,20 @@ export interface ReportServer {
 }
 
 /**
- * Listens on a loopback port. `onReport` gets each report's key; `undefined` (no handler yet) is
- * answered as a refusal, like a rejection, and so is a line whose key does not decode.
+ * Told of one report: its key and when its step started (epoch ms on the clock of `epochNow`),
+ * or `undefined` when the line carried no stamp. Returns `undefined` when there is no handler yet.
  */
-export async function startReportServer(
-  onReport: (key: string) => Promise<void> | undefined,
-): Promise<ReportServer> {
+export type ReportHandler = (
+  key: string,
+  startedAt: number | undefined,
+) => Promise<void> | undefined;
+
+/**
+ * Listens on a loopback port. `onReport` gets each report's key and start; `undefined` (no
+ * handler yet) is answered as a refusal, like a rejection, and so is a line whose key or stamp
+ * does not decode.
+ */
+export async function startReportServer(onReport: ReportHandler): Promise<ReportServer> {
   const sockets = new Set<Socket>();
   const server: Server = createServer((socket) => {
     sockets.add(socket);
@@ -35,13 +48,16 @@ export async function startReportServer(
     socket.on('close', () => sockets.delete(socket));
     socket.on('error', () => socket.destroy());
     readLines(socket, (line) => {
-      const space = line.indexOf(' ');
-      const n = line.slice(0, space);
+      const [n, encodedKey, stamp, ...rest] = line.split(' ');
       const answer = (word: string) => {
         if (!socket.destroyed) writeCoalesced(socket, `${n} ${word}\n`);
       };
-      const key = space > 0 ? decodedKey(line.slice(space + 1)) : undefined;
-      const handled = key === undefined ? undefined : onReport(key);
+      const key = encodedKey === undefined ? undefined : decodedKey(encodedKey);
+      const startedAt = stamp === undefined ? undefined : startOfStamp(stamp);
+      const handled =
+        key === undefined || startedAt === null || rest.length > 0
+          ? undefined
+          : onReport(key, startedAt);
       if (handled === undefined) answer('refused');
       else
         handled.then(
@@ -77,6 +93,7 @@ export class ReportClient {
 
   report(key: string, signal: AbortSignal): Promise<void> {
     if (signal.aborted) return Promise.reject(new Error('report aborted'));
+    const startedAt = process.hrtime.bigint();
     const socket = this.#connection();
     const n = ++this.#next;
     return new Promise<void>((resolve, reject) => {
@@ -89,7 +106,7 @@ export class ReportClient {
       };
       this.#waiting.set(n, { resolve: () => settle(), reject: settle });
       signal.addEventListener('abort', onAbort, { once: true });
-      writeCoalesced(socket, `${n} ${encodeURIComponent(key)}\n`);
+      writeCoalesced(socket, `${n} ${encodeURIComponent(key)} ${startedAt}\n`);
     });
   }
 
@@ -133,6 +150,18 @@ export function reportStart(key: string, signal: AbortSignal): Promise<void> {
   if (!address) return Promise.reject(new Error(`${REPORT_ADDRESS_VARIABLE} is not set`));
   client ??= new ReportClient(address);
   return client.report(key, signal);
+}
+
+/**
+ * The start a report's stamp (the sender's `process.hrtime.bigint()`) names, as epoch ms on the
+ * clock of `epochNow`: now less the stamp's age on the monotonic clock the sender and the harness
+ * share. `null` for a stamp that is not a count of nanoseconds or lies in the future (refused).
+ */
+function startOfStamp(stamp: string): number | null {
+  if (!/^\d+$/.test(stamp)) return null;
+  const ageNs = process.hrtime.bigint() - BigInt(stamp);
+  if (ageNs < 0n) return null;
+  return epochNow() - Number(ageNs) / 1e6;
 }
 
 /** A report's key as sent (percent-encoded), or `undefined` for a malformed one (refused). */

@@ -53,9 +53,9 @@ export function createSluiceChain(options: SluiceChainOptions): ChainSystem {
 
     async setup() {
       // Keys are `<job id>/<step>` (sluice-chain-task-types.ts).
-      reports = await startReportServer((key) => {
+      reports = await startReportServer((key, startedAt) => {
         const slash = key.lastIndexOf('/');
-        return onStep?.(key.slice(0, slash), Number(key.slice(slash + 1)));
+        return onStep?.(key.slice(0, slash), Number(key.slice(slash + 1)), startedAt);
       });
       e2e = await startE2eStack({
         label: 'bench-chain',
