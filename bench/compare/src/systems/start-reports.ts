@@ -2,16 +2,19 @@
  * How a Sluice step, running in an executor process, tells the harness that its job started
  * (issue 7): one line per report on a persistent loopback TCP connection,
  * `<n> <key> <monotonic ns>\n`, answered `<n> ok\n` once the harness's handler resolved (anything
- * else is a refusal, and the step fails and is retried). The step stamps its start with the
- * machine's monotonic clock (`process.hrtime`, one clock for every process on the machine), so
- * the start the harness records is when the handler began, not when the harness got round to
- * reading the line: the peers' handlers run inside the harness and are timed as they are called,
- * and a busy harness's own delay in reading a report is no part of Sluice's latency. The peers' workers run inside the harness and call its handler directly; this
- * is the cheapest reliable way from another process — a `fetch` POST per report cost ~300 µs of
- * CPU between client and server (undici and node:http, 5,000 calls on this machine) against
- * ~30 µs here, CPU the harness and the executor took from the system under test; the lines of
- * one burst share a write (see writeCoalesced). Every report
- * reaches the ledger, duplicates included (which task rows would hide).
+ * else is a refusal, and the step fails and is retried). Every report reaches the ledger,
+ * duplicates included (which task rows would hide).
+ *
+ * The step stamps its start with the machine's monotonic clock (`process.hrtime`, one clock for
+ * every process on the machine), so the start the harness records is when the handler began, not
+ * when the harness got round to reading the line: the peers' workers run inside the harness and
+ * are timed as they call its handler, and a busy harness's delay in reading a report is no part
+ * of Sluice's latency.
+ *
+ * A line is the cheapest reliable way from another process: a `fetch` POST per report cost
+ * ~300 µs of CPU between client and server (undici and node:http, 5,000 calls on this machine)
+ * against ~30 µs here, CPU the harness and the executor took from the system under test; the
+ * lines of one burst share a write (see writeCoalesced).
  */
 import { connect, createServer, type Server, type Socket } from 'node:net';
 import { epochNow } from '../latency.js';
