@@ -9,7 +9,12 @@ import assert from 'node:assert/strict';
 import { status } from '@grpc/grpc-js';
 import { after, before, describe, it } from 'node:test';
 import { DEFAULT_POOL_SIZE, hashApiKey, registerTaskType } from '@sluice/db';
-import { startTurnCounter, type TurnCounter } from '@sluice/db/testing';
+import {
+  describeTurn,
+  startTurnCounter,
+  type ConnectionTurn,
+  type TurnCounter,
+} from '@sluice/db/testing';
 import type { TaskClient } from '@sluice/sdk/client';
 import { researchBrief } from '../../services/executor/src/builtin-tasks/research-brief.js';
 import { manifestOf } from '../../services/executor/src/task-registry.js';
@@ -53,60 +58,90 @@ function create(
   });
 }
 
-/** The Postgres round trips the gateway waits for while `action` runs. */
-async function turnsOf(action: () => Promise<unknown>): Promise<number> {
+/**
+ * The Postgres round trips the gateway waits for while `action` runs, counted on each of its
+ * connections (reads it starts at once on two connections are two).
+ */
+async function connectionTurnsOf(action: () => Promise<unknown>): Promise<ConnectionTurn[]> {
   assert.ok(counter);
   counter.reset();
   await action();
-  return counter.turns();
+  return [...counter.connectionTurns()];
+}
+
+/**
+ * {@link connectionTurnsOf}, taken again while one of the connections prepared a statement. A
+ * statement is prepared on a connection at its first use there (a parse, then the rest of the
+ * transaction one statement at a time), and which of the pool's connections a create's reads and
+ * write take depends on when each came back: a create that prepared is a connection's first, not
+ * the create's path. `action` must do the same each time (a create with a new idempotency key: one
+ * with a used key answers its task on another path).
+ */
+async function preparedTurnsOf(action: () => Promise<unknown>): Promise<ConnectionTurn[]> {
+  const tries: ConnectionTurn[][] = [];
+  // Each try that prepares leaves a statement prepared for good: at most a few per connection.
+  while (tries.length < 10 * DEFAULT_POOL_SIZE) {
+    const turns = await connectionTurnsOf(action);
+    if (!turns.some((turn) => turn.messages.includes('P'))) return turns;
+    tries.push(turns);
+  }
+  assert.fail(`every try prepared a statement:\n${shown(tries.slice(-3))}`);
+}
+
+/** Creates' turns, one create a line, for a failure message. */
+function shown(creates: readonly (readonly ConnectionTurn[])[]): string {
+  return creates
+    .map((turns) => `${turns.length}: ${turns.map(describeTurn).join(' | ')}`)
+    .join('\n');
 }
 
 describe('CreateTask on remembered reads', () => {
   it('takes one round trip once the key and type were read, with or without a key', async () => {
-    // Another caller first, so that the gateway's connections are open (a new connection's
-    // handshake would count) and the type is remembered; this caller's key is not.
+    // Another caller first, so that the type is remembered; this caller's key is not.
     const warm = fx.client(await fx.tenantWithKey('warm'));
     for (let i = 0; i < 3; i++) await create(warm);
     const client = fx.client(await fx.tenantWithKey('trips'));
-    const first = await turnsOf(() => create(client));
-    assert.ok(first >= 2, `the first reads the key, then writes (${first} round trips)`);
-    // The first use of a statement on a connection prepares it (a round trip more), and the pool
-    // takes its connections in turn: once each has written both kinds of create, one round trip.
-    for (let i = 0; i < 2 * DEFAULT_POOL_SIZE; i++) {
-      await create(client);
-      await create(client, INPUT, `warm-up-${i}`);
-    }
-    const turns: number[] = [];
+    const first = await connectionTurnsOf(() => create(client));
+    assert.ok(first.length >= 2, `the first reads the key, then writes\n${shown([first])}`);
+    const unkeyed: ConnectionTurn[][] = [];
+    const keyed: ConnectionTurn[][] = [];
+    let keys = 0;
     for (let i = 0; i < 4; i++) {
-      turns.push(await turnsOf(() => create(client)));
-      turns.push(await turnsOf(() => create(client, INPUT, `keyed-${i}`)));
+      unkeyed.push(await preparedTurnsOf(() => create(client)));
+      keyed.push(await preparedTurnsOf(() => create(client, INPUT, `keyed-${++keys}`)));
     }
-    assert.deepEqual(turns, [1, 1, 1, 1, 1, 1, 1, 1], 'the write alone, unkeyed and keyed');
+    assert.deepEqual(
+      [...unkeyed, ...keyed].map((turns) => turns.length),
+      [1, 1, 1, 1, 1, 1, 1, 1],
+      `the write alone, unkeyed and keyed\n${shown([...unkeyed, ...keyed])}`,
+    );
   });
 
   it('reads the key and type for a P0 create, which claims its step, and writes it in one go', async () => {
     const client = fx.client(await fx.tenantWithKey('urgent'));
-    for (let i = 0; i < 2 * DEFAULT_POOL_SIZE; i++) {
-      await create(client, SMALL, undefined, 'PRIORITY_P0');
-      await create(client, SMALL, `w-${i}`, 'PRIORITY_P0');
-    }
-    const unkeyed: number[] = [];
-    const keyed: number[] = [];
+    const unkeyed: ConnectionTurn[][] = [];
+    const keyed: ConnectionTurn[][] = [];
+    let keys = 0; // a new key for each try: a key used before answers its task on another path
     for (let i = 0; i < 3; i++) {
-      unkeyed.push(await turnsOf(() => create(client, SMALL, undefined, 'PRIORITY_P0')));
-      keyed.push(await turnsOf(() => create(client, SMALL, `u-${i}`, 'PRIORITY_P0')));
+      unkeyed.push(await preparedTurnsOf(() => create(client, SMALL, undefined, 'PRIORITY_P0')));
+      keyed.push(await preparedTurnsOf(() => create(client, SMALL, `u-${++keys}`, 'PRIORITY_P0')));
     }
-    // The reads (a claiming create takes the reading path, decisions.md), the create with its
-    // claim in one write, then the stream sequence of the step it published: three (a transaction
-    // of three round trips made it five). A keyed one's write, with its check, passes 1,024 bytes,
+    // Counted on each connection: the key's read and the type's (a claiming create takes the
+    // reading path, decisions.md), started at once on two connections; the create with its claim
+    // in one write; then the stream sequence of the step it published: four (a transaction of
+    // three round trips made it six). A keyed one's write, with its check, may pass 1,024 bytes,
     // where postgres.js sends what it has buffered at once: the rest follows without waiting for
     // an answer, but when the server answered the first piece before it arrived the proxy counts
     // one turn more.
-    assert.deepEqual(unkeyed, [3, 3, 3], 'unkeyed: the reads, the write and the record');
+    assert.deepEqual(
+      unkeyed.map((turns) => turns.length),
+      [4, 4, 4],
+      `unkeyed: the two reads, the write and the record\n${shown(unkeyed)}`,
+    );
     for (const turns of keyed) {
       assert.ok(
-        turns === 3 || turns === 4,
-        `keyed: the reads, the write (in two pieces) and the record: ${keyed.join(', ')}`,
+        turns.length === 4 || turns.length === 5,
+        `keyed: the two reads, the write (in two pieces) and the record\n${shown(keyed)}`,
       );
     }
   });

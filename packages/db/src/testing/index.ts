@@ -21,7 +21,12 @@ export { oneStepManifest } from './manifests.js';
 export { markTaskFinished, waitForLockWaiter } from './task-rows.js';
 export { eventsAsWritten } from './twin-tasks.js';
 export { openTaskTypeDatabase } from './task-type-database.js';
-export { startTurnCounter, type TurnCounter } from './turn-counter.js';
+export {
+  describeTurn,
+  startTurnCounter,
+  type ConnectionTurn,
+  type TurnCounter,
+} from './turn-counter.js';
 export { withinSeconds } from './within-seconds.js';
 export type { TaskTypeDatabase, TaskTypeDatabaseOptions } from './task-type-database.js';
 export type { PostgresServer, StartPostgresServerOptions } from './postgres-server.js';
