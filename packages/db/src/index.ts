@@ -111,6 +111,7 @@ export { StaleReads } from './queries/remembered-reads.js';
 export type { RememberedReads, RememberedType } from './queries/remembered-reads.js';
 export type { SubmittedTasks, UrgentClaim } from './queries/task-batch.js';
 export { claimUrgentSteps, prepareUrgentClaim } from './queries/urgent-claim.js';
+export { prepareCreates } from './queries/create-warm-up.js';
 export { hashJson } from './queries/task-keys.js';
 export type {
   CreateTaskResult,

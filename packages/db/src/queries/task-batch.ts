@@ -27,7 +27,7 @@ import { claimUrgentSteps, urgentClaimStatements, urgentClaimedOf } from './urge
 const MAX_TRIES = 3;
 
 /** An entry of a batch with what the insert needs beyond the request. */
-interface BatchEntry {
+export interface BatchEntry {
   readonly index: number;
   readonly task: NewTask;
   /** Chosen here, so each returned row can be matched to its entry. */
@@ -93,9 +93,7 @@ async function submitChecked(
   urgent: UrgentClaim | undefined,
   remembered: RememberedReads | undefined,
 ): Promise<SubmittedTasks> {
-  const created = decideTransition(NO_TASK, { type: 'create' });
-  if (!created.ok) throw new Error(`the transition table refuses create: ${created.reason}`);
-  const status = created.to.status as TaskStatus;
+  const status = createdStatus();
   const entries = batch.map((task, index): BatchEntry => ({
     index,
     task,
@@ -147,6 +145,13 @@ async function submitChecked(
       }
     }
   }
+}
+
+/** The status a created task starts in, as the transition table says. */
+export function createdStatus(): TaskStatus {
+  const created = decideTransition(NO_TASK, { type: 'create' });
+  if (!created.ok) throw new Error(`the transition table refuses create: ${created.reason}`);
+  return created.to.status as TaskStatus;
 }
 
 /**
@@ -313,7 +318,7 @@ function answer(
  * in the same order instead of deadlocking. With `remembered`, the rows depend on its guard, so the
  * statement fails before it writes anything when what the batch was checked with changed.
  */
-function insertStatement(
+export function insertStatement(
   tenantId: string,
   entries: readonly BatchEntry[],
   status: TaskStatus,

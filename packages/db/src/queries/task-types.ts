@@ -2,7 +2,7 @@
  * Task type manifests: registered by executors, read by the gateway (input schema) and the scheduler
  * (resources and policies of steps).
  */
-import { and, eq, sql } from 'drizzle-orm';
+import { and, eq, sql, type SQL } from 'drizzle-orm';
 import type { Executor } from '../client.js';
 import { recordOf } from '../raw-rows.js';
 import { taskTypes, type ManifestStep } from '../schema.js';
@@ -82,16 +82,21 @@ export async function findLatestTaskTypes(
 ): Promise<Map<string, RegisteredTaskType>> {
   const types = new Map<string, RegisteredTaskType>();
   if (names.length === 0) return types;
-  // Written out rather than built: every create reads its type (see findKeyOwners).
-  const rows = await executor.execute<Record<string, unknown>>(sql`
-    select distinct on (name) *, registered_at::text as registered_stamp from task_types
-    where name = any(${textArrayOf(names)})
-    order by name, version desc`);
+  const rows = await executor.execute<Record<string, unknown>>(latestTaskTypesStatement(names));
   for (const row of rows) {
     const type = recordOf(taskTypes, row);
     types.set(type.name, { ...type, registeredStamp: String(row['registered_stamp']) });
   }
   return types;
+}
+
+/** The read of {@link findLatestTaskTypes}. */
+export function latestTaskTypesStatement(names: readonly string[]): SQL {
+  // Written out rather than built: every create reads its type (see `keyOwnersStatement`).
+  return sql`
+    select distinct on (name) *, registered_at::text as registered_stamp from task_types
+    where name = any(${textArrayOf(names)})
+    order by name, version desc`;
 }
 
 /** One exact version of a type (what a task pinned), or `undefined`. */

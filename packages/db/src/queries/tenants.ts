@@ -3,7 +3,7 @@
  * leaked database does not leak keys.
  */
 import { createHash, randomBytes } from 'node:crypto';
-import { and, asc, eq, gt, isNull, sql } from 'drizzle-orm';
+import { and, asc, eq, gt, isNull, sql, type SQL } from 'drizzle-orm';
 import { SluiceError, tenantIdProblem } from '@sluice/core';
 import type { Executor } from '../client.js';
 import { apiKeys, tenants } from '../schema.js';
@@ -208,18 +208,23 @@ export async function findKeyOwners(
   const byHash = new Map(keys.map((key) => [hashApiKey(key), key]));
   const owners = new Map<string, KeyOwner>();
   if (byHash.size === 0) return owners;
-  // Written out rather than built: every call of the API reads its key, and the query builder
-  // costs about as much CPU as the rest of the read.
   const rows = await executor.execute<{ key_hash: string; tenant_id: string; is_admin: boolean }>(
-    sql`
-      select key_hash, tenant_id, is_admin from api_keys
-      where key_hash = any(${textArrayOf([...byHash.keys()])}) and revoked_at is null`,
+    keyOwnersStatement([...byHash.keys()]),
   );
   for (const row of rows) {
     const key = byHash.get(row.key_hash);
     if (key !== undefined) owners.set(key, { tenantId: row.tenant_id, isAdmin: row.is_admin });
   }
   return owners;
+}
+
+/** The read of {@link findKeyOwners}: the live keys among `keyHashes`, with their owners. */
+export function keyOwnersStatement(keyHashes: readonly string[]): SQL {
+  // Written out rather than built: every call of the API reads its key, and the query builder
+  // costs about as much CPU as the rest of the read.
+  return sql`
+    select key_hash, tenant_id, is_admin from api_keys
+    where key_hash = any(${textArrayOf(keyHashes)}) and revoked_at is null`;
 }
 
 /** The SQLSTATE of a Postgres error, also when drizzle wrapped it (as `cause`). */
