@@ -1,6 +1,7 @@
 /**
  * The `postgres` driver as patched for Sluice (patches/postgres@3.4.9.patch): the behaviours the
- * patch fixes, checked against the real server so an upgrade that drops the patch is caught.
+ * patch fixes or changes, checked against the real server so an upgrade that drops the patch is
+ * caught.
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
@@ -50,6 +51,36 @@ describe('transactions of the postgres driver (porsager/postgres#823)', () => {
         results,
         [1, 2, 3, 4, 5, 6].map((n) => ({ n, same: true })),
       );
+    } finally {
+      await sql.end({ timeout: 5 });
+    }
+  });
+});
+
+describe('the pool of the postgres driver (Sluice patch: last in, first out)', () => {
+  it('hands out the connection that became idle last, to statements and to reservations', async () => {
+    const sql = postgres(database.url, { max: 3, onnotice: () => {} });
+    try {
+      // Three connections open at once, each holding its statement a moment so none is reused.
+      const opened = await Promise.all(
+        [1, 2, 3].map(() => sql<{ pid: number }[]>`select pg_backend_pid() as pid, pg_sleep(0.05)`),
+      );
+      assert.equal(new Set(opened.map(([row]) => row?.pid)).size, 3, 'three backends');
+      const [last] = await sql<{ pid: number }[]>`select pg_backend_pid() as pid`;
+      const pids: (number | undefined)[] = [];
+      for (let i = 0; i < 6; i++) {
+        const [row] = await sql<{ pid: number }[]>`select pg_backend_pid() as pid`;
+        pids.push(row?.pid);
+        const reserved = await sql.reserve();
+        try {
+          const [held] = await reserved<{ pid: number }[]>`select pg_backend_pid() as pid`;
+          pids.push(held?.pid);
+        } finally {
+          reserved.release();
+        }
+      }
+      // Taking the longest idle one instead, they went round all three.
+      assert.deepEqual(pids, Array<number | undefined>(12).fill(last?.pid));
     } finally {
       await sql.end({ timeout: 5 });
     }

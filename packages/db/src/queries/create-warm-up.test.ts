@@ -89,8 +89,15 @@ describe('prepareCreates', () => {
     const apiKey = await createApiKey(fixture.handle.db, { tenantId: 'acme' });
     await prepareCreates(through.db, CONNECTIONS);
     proxy.reset();
-    // The pool takes its connections in turn: creates enough for each to write every kind.
-    for (let n = 0; n < 3 * CONNECTIONS; n++) await createAsTheGatewayDoes(apiKey, n);
+    // Creates side by side, so each takes connections of its own (the pool hands out the one idle
+    // last: one after the other, they would all run on one or two).
+    for (let round = 0; round < 3; round++) {
+      await Promise.all(
+        Array.from({ length: CONNECTIONS }, (_, i) =>
+          createAsTheGatewayDoes(apiKey, round * CONNECTIONS + i),
+        ),
+      );
+    }
     const turns = proxy.connectionTurns();
     const connections = new Set(turns.map((turn) => turn.connection));
     assert.equal(connections.size, CONNECTIONS, 'every connection took part');
