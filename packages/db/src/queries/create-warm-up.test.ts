@@ -8,6 +8,7 @@ import { afterEach, beforeEach, describe, it } from 'node:test';
 import { openDatabase, type DatabaseHandle } from '../client.js';
 import {
   describeTurn,
+  oneStepManifest,
   openTaskTypeDatabase,
   startTurnCounter,
   type TaskTypeDatabase,
@@ -15,20 +16,13 @@ import {
 } from '../testing/index.js';
 import { prepareCreates } from './create-warm-up.js';
 import { submitTasksClaiming } from './task-batch.js';
-import { findLatestTaskTypes, type TaskTypeManifest } from './task-types.js';
+import { findLatestTaskTypes } from './task-types.js';
 import { createApiKey, findKeyOwners, hashApiKey } from './tenants.js';
 import type { RememberedReads } from './remembered-reads.js';
 
 const CONNECTIONS = 4;
 
-const manifest: TaskTypeManifest = {
-  name: 'one-step',
-  version: 1,
-  description: '',
-  inputSchema: { type: 'object' },
-  firstStep: 'only',
-  steps: [{ name: 'only', resource: 'llm', timeoutMs: 1000, maxAttempts: 1 }],
-};
+const manifest = oneStepManifest();
 
 let fixture: TaskTypeDatabase;
 let proxy: TurnCounter;
