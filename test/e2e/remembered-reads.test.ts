@@ -11,6 +11,7 @@ import { after, before, describe, it } from 'node:test';
 import { DEFAULT_POOL_SIZE, hashApiKey, registerTaskType } from '@sluice/db';
 import {
   describeTurn,
+  preparesStatement,
   startTurnCounter,
   type ConnectionTurn,
   type TurnCounter,
@@ -82,7 +83,7 @@ async function preparedTurnsOf(action: () => Promise<unknown>): Promise<Connecti
   // Each try that prepares leaves a statement prepared for good: at most a few per connection.
   while (tries.length < 10 * DEFAULT_POOL_SIZE) {
     const turns = await connectionTurnsOf(action);
-    if (!turns.some((turn) => turn.messages.includes('P'))) return turns;
+    if (!turns.some(preparesStatement)) return turns;
     tries.push(turns);
   }
   assert.fail(`every try prepared a statement:\n${shown(tries.slice(-3))}`);

@@ -10,6 +10,7 @@ import {
   describeTurn,
   oneStepManifest,
   openTaskTypeDatabase,
+  preparesStatement,
   startTurnCounter,
   type TaskTypeDatabase,
   type TurnCounter,
@@ -95,7 +96,7 @@ describe('prepareCreates', () => {
     const turns = proxy.connectionTurns();
     const connections = new Set(turns.map((turn) => turn.connection));
     assert.equal(connections.size, CONNECTIONS, 'every connection took part');
-    const preparing = turns.filter((turn) => turn.messages.includes('P'));
+    const preparing = turns.filter(preparesStatement);
     assert.deepEqual(preparing.map(describeTurn), [], 'no statement prepared after the warm-up');
   });
 
@@ -104,7 +105,7 @@ describe('prepareCreates', () => {
     await through.sql`select 1`; // a connection open, so its opening does not count
     proxy.reset();
     await createAsTheGatewayDoes(apiKey, 0);
-    const preparing = proxy.connectionTurns().filter((turn) => turn.messages.includes('P'));
+    const preparing = proxy.connectionTurns().filter(preparesStatement);
     assert.ok(preparing.length > 0, 'a fresh pool prepares its statements on first use');
   });
 });

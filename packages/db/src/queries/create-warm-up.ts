@@ -16,7 +16,7 @@
 import { randomUUID } from 'node:crypto';
 import { sql } from 'drizzle-orm';
 import type { Database } from '../client.js';
-import { transactionInOneWrite } from '../one-write.js';
+import { rowsOf, transactionInOneWrite } from '../one-write.js';
 import { isRefusedOnPurpose } from '../refused.js';
 import { publishSeqsStatement } from './steps.js';
 import { createdStatus, insertStatement, keyedBatchCheck, type BatchEntry } from './task-batch.js';
@@ -51,6 +51,7 @@ export async function prepareCreates(db: Database, connections: number): Promise
 async function runOneCreate(db: Database): Promise<void> {
   const tenantId = `sluice-warm-up-${randomUUID()}`;
   const key = 'warm-up';
+  const status = createdStatus();
   const entry: BatchEntry = {
     index: 0,
     id: randomUUID(),
@@ -61,21 +62,20 @@ async function runOneCreate(db: Database): Promise<void> {
     keyOwnersStatement([key]),
     latestTaskTypesStatement([WARM_UP_TYPE.name]),
     sql`insert into tenants (id, name) values (${tenantId}, ${tenantId})`,
-    insertStatement(tenantId, [entry], createdStatus(), undefined),
+    insertStatement(tenantId, [entry], status, undefined),
     keyedBatchCheck(tenantId, [entry.id], [key]),
     publishSeqsStatement([{ stepId: 0, dispatch: 0, publishSeq: 0 }]),
   ];
   const outcomes = await transactionInOneWrite(db, [
     ...meantToSucceed,
-    insertStatement(tenantId, [{ ...entry, id: randomUUID() }], createdStatus(), {
+    insertStatement(tenantId, [{ ...entry, id: randomUUID() }], status, {
       keyHashes: [key],
       types: [{ name: WARM_UP_TYPE.name, version: 1, registeredStamp: '2000-01-01 00:00:00+00' }],
     }),
     sql`select sluice_refuse_commit('the warm-up of a connection never commits')`,
   ]);
-  for (const outcome of outcomes.slice(0, meantToSucceed.length)) {
-    if (outcome.status === 'rejected') throw outcome.reason;
-  }
+  // Each statement meant to succeed did, or its error is thrown.
+  for (const outcome of outcomes.slice(0, meantToSucceed.length)) rowsOf(outcome);
   // The guard refuses (no such key), which aborts the transaction; had it let its insert through,
   // the last statement refuses the commit.
   const [guarded, last] = outcomes.slice(meantToSucceed.length);

@@ -23,6 +23,7 @@ export { eventsAsWritten } from './twin-tasks.js';
 export { openTaskTypeDatabase } from './task-type-database.js';
 export {
   describeTurn,
+  preparesStatement,
   startTurnCounter,
   type ConnectionTurn,
   type TurnCounter,

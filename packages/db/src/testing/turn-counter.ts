@@ -39,6 +39,11 @@ export interface ConnectionTurn {
   readonly bytes: number;
 }
 
+/** Whether the turn prepared a statement: sent a parse, which a statement prepared before skips. */
+export function preparesStatement(turn: ConnectionTurn): boolean {
+  return turn.messages.includes('P');
+}
+
 /** A turn for a failure message: `#3 BESBES (410 bytes)`. */
 export function describeTurn(turn: ConnectionTurn): string {
   return `#${turn.connection} ${turn.messages} (${turn.bytes} bytes)`;
