@@ -78,6 +78,12 @@ test(
       for (const measure of LATENCY_MEASURES[result.scenario] ?? []) {
         assertPercentiles(result, measure, name);
       }
+      for (const key of PHASE_FIGURES[result.scenario] ?? []) {
+        assert.ok(
+          result.figures.some((f) => f.key === key),
+          `${name} reports ${key}`,
+        );
+      }
     }
     const ran = new Set(report.results.map((r) => r.scenario));
     for (const scenario of ['end-to-end', 'idle-pickup', 'priority']) {
@@ -119,6 +125,11 @@ const LATENCY_MEASURES: Readonly<Record<string, readonly string[]>> = {
   'end-to-end': ['start', 'complete', 'enqueue'],
   'idle-pickup': ['start', 'complete', 'enqueue'],
   priority: ['high_backlog', 'high_idle'],
+};
+
+/** The figures a scenario gives per phase besides its latencies. */
+const PHASE_FIGURES: Readonly<Record<string, readonly string[]>> = {
+  priority: ['machine_busy_backlog', 'machine_busy_idle'],
 };
 
 function assertPercentiles(result: ScenarioResult, key: string, name: string): void {

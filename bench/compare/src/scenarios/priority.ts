@@ -17,9 +17,13 @@
  * not running yet. High-priority jobs number 5 % of the backlog (at least 10), so at 10 % of the
  * processing rate they arrive during its first half; "low jobs left at the last high send" shows
  * whether they all met a backlog. The raw floors have no priorities and are skipped.
+ *
+ * Each phase also gives how busy the whole machine was while its high jobs arrived (all cores,
+ * machine-busy.ts): a wait behind a saturated machine reads differently from one a system imposes.
  */
 import { randomBytes } from 'node:crypto';
 import { Ledger } from '../ledger.js';
+import { MachineBusyWindow } from '../machine-busy.js';
 import { epochNow, type LatencySummary } from '../latency.js';
 import type { Scenario, ScenarioContext, ScenarioResult } from '../scenario.js';
 import type { Job, QueueSystem, SystemInfo } from '../system.js';
@@ -228,9 +232,16 @@ async function phase(
     );
   }, 250);
   try {
+    const machine = new MachineBusyWindow();
     await sendOpenLoop(run.system, jobs, () => {
       sent += 1;
       if (sent === jobs.length) run.onLastSent?.();
+    });
+    frame.figures.push({
+      key: `machine_busy_${run.name}`,
+      label: `machine busy while the ${run.name} phase's high jobs arrive`,
+      value: machine.percentSoFar(),
+      unit: '%',
     });
     await run.settle();
     const label = run.name === 'backlog' ? 'high wait in backlog' : 'high wait idle';
