@@ -112,10 +112,11 @@ export function busyTicksOfProcStat(procStat: string): number {
 
 /**
  * CPU seconds the whole machine has been busy since it booted, summed over its cores: every
- * process and the kernel's own threads, those no system names included.
+ * process and the kernel's own threads, those no system names included. From `procStat` when the
+ * caller has read /proc/stat already (machine-busy.ts also counts its cores), else read now.
  */
-export function machineBusySeconds(): number {
-  return busyTicksOfProcStat(readFileSync('/proc/stat', 'utf8')) / clockTicksPerSecond();
+export function machineBusySeconds(procStat = readFileSync('/proc/stat', 'utf8')): number {
+  return busyTicksOfProcStat(procStat) / clockTicksPerSecond();
 }
 
 /**

@@ -6,7 +6,7 @@
  * busy, and 62–69 % in the idle phase).
  */
 import { readFileSync } from 'node:fs';
-import { busyTicksOfProcStat, clockTicksPerSecond } from './footprint-sampler.js';
+import { machineBusySeconds } from './footprint-sampler.js';
 
 /** The CPUs /proc/stat counts in its `cpu` line: one `cpuN` line each. */
 export function coresOfProcStat(procStat: string): number {
@@ -39,7 +39,7 @@ export class MachineBusyWindow {
     private readonly nowMs: () => number = () => performance.now(),
   ) {
     this.#startedAtMs = this.nowMs();
-    this.#busyAtStart = this.#busySeconds(this.readProcStat());
+    this.#busyAtStart = machineBusySeconds(this.readProcStat());
   }
 
   /** The machine's busy share (%) since the window was opened. */
@@ -47,14 +47,10 @@ export class MachineBusyWindow {
     const procStat = this.readProcStat();
     const wallSeconds = (this.nowMs() - this.#startedAtMs) / 1_000;
     return busyPercent(
-      this.#busySeconds(procStat) - this.#busyAtStart,
+      machineBusySeconds(procStat) - this.#busyAtStart,
       wallSeconds,
       coresOfProcStat(procStat),
     );
-  }
-
-  #busySeconds(procStat: string): number {
-    return busyTicksOfProcStat(procStat) / clockTicksPerSecond();
   }
 }
 
