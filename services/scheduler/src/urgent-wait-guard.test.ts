@@ -168,6 +168,27 @@ describe('the urgent-wait guard', () => {
     assert.deepEqual(small.caps(), { llm: MIN_CAP }, 'a quarter of 3, but never below MIN_CAP');
   });
 
+  it('reads at once for P0 work on a quiet resource at most once a reading interval', () => {
+    const guard = new UrgentWaitGuard({ targetMs: TARGET_MS });
+    assert.equal(guard.urgentWorkSeen(0, 'llm'), true, 'the onset: read at once');
+    assert.deepEqual(guard.assess(reading({}, { llm: 1 }, { llm: 1 }), 5), [], 'no flood');
+    assert.equal(guard.urgentWorkSeen(10, 'llm'), false, 'the next P0 step waits for the poll');
+    assert.equal(guard.urgentWorkSeen(20, 'browser'), true, 'another resource’s onset does not');
+    // The regular reading still treats the noted P0 work as an onset: a flood that came since is cut.
+    assert.deepEqual(guard.assess(reading({}, { llm: 40 }), 255), [
+      { resource: 'llm', cap: 10, previous: undefined },
+    ]);
+    // Each onset reading that finds no flood counts from its own time.
+    const quiet = new UrgentWaitGuard({ targetMs: TARGET_MS });
+    quiet.urgentWorkSeen(0, 'llm');
+    quiet.assess(reading({}, {}), 5);
+    assert.equal(quiet.urgentWorkSeen(100, 'llm'), false);
+    quiet.assess(reading({}, {}), 255);
+    assert.equal(quiet.urgentWorkSeen(400, 'llm'), false, 'within an interval of the last');
+    quiet.assess(reading({}, {}), 450);
+    assert.equal(quiet.urgentWorkSeen(700, 'llm'), true, 'an interval after it');
+  });
+
   it('lifts an onset cap when the P0 work seen never starts', () => {
     const guard = new UrgentWaitGuard({ targetMs: TARGET_MS, releaseAfterMs: 1_000 });
     guard.urgentWorkSeen(0, 'llm');
