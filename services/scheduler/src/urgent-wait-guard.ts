@@ -109,8 +109,9 @@ export class UrgentWaitGuard {
    * yet, none noted since the last reading): the next reading should come at once — unless an
    * onset reading found no flood there less than {@link READ_INTERVAL_MS} ago. P0 work on a quiet
    * resource is an onset at every step, and reading at once for each cost a statement per P0 step
-   * (about 50 readings a second in the priority benchmark's idle phase, against 4); such an onset
-   * waits for the next regular reading instead, which still treats it as one.
+   * (38–41 readings a second in the priority benchmark's idle phase at 49 P0 arrivals a second,
+   * against 3–4 since); such an onset waits for the next regular reading, which still treats it as
+   * one.
    */
   urgentWorkSeen(nowMs: number, resource: string): boolean {
     this.#lastUrgentClaimMs = nowMs;
