@@ -110,12 +110,17 @@ export function busyTicksOfProcStat(procStat: string): number {
   return busy.reduce((sum: number, n) => sum + (n as number), 0);
 }
 
+/** The machine's /proc/stat as it reads now. */
+export function readProcStat(): string {
+  return readFileSync('/proc/stat', 'utf8');
+}
+
 /**
  * CPU seconds the whole machine has been busy since it booted, summed over its cores: every
  * process and the kernel's own threads, those no system names included. From `procStat` when the
  * caller has read /proc/stat already (machine-busy.ts also counts its cores), else read now.
  */
-export function machineBusySeconds(procStat = readFileSync('/proc/stat', 'utf8')): number {
+export function machineBusySeconds(procStat = readProcStat()): number {
   return busyTicksOfProcStat(procStat) / clockTicksPerSecond();
 }
 

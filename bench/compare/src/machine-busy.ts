@@ -5,8 +5,7 @@
  * wait the system imposes (session 40: Sluice's P0 waits under the backlog with the machine 93–97 %
  * busy, and 62–69 % in the idle phase).
  */
-import { readFileSync } from 'node:fs';
-import { machineBusySeconds } from './footprint-sampler.js';
+import { machineBusySeconds, readProcStat as procStatNow } from './footprint-sampler.js';
 
 /** The CPUs /proc/stat counts in its `cpu` line: one `cpuN` line each. */
 export function coresOfProcStat(procStat: string): number {
@@ -52,8 +51,4 @@ export class MachineBusyWindow {
       coresOfProcStat(procStat),
     );
   }
-}
-
-function procStatNow(): string {
-  return readFileSync('/proc/stat', 'utf8');
 }
