@@ -87,6 +87,59 @@ describe('the pool of the postgres driver (Sluice patch: last in, first out)', (
   });
 });
 
+describe('the array types of the postgres driver (Sluice patch: fetched once per pool)', () => {
+  it('are fetched by the first connection only, and parse arrays on every connection', async () => {
+    const typeQueries: number[] = []; // the connection of each type query
+    const sql = postgres(database.url, {
+      max: 2,
+      onnotice: () => {},
+      debug: (connection, query) => {
+        if (query.includes('typarray')) typeQueries.push(connection);
+      },
+    });
+    try {
+      const [first] = await sql<{ pid: number }[]>`select pg_backend_pid() as pid`;
+      assert.equal(typeQueries.length, 1, 'the first connection fetched the types');
+      // The first connection busy, the next statement opens the second one.
+      const reserved = await sql.reserve();
+      try {
+        const [second] = await sql<{ pid: number; ints: number[]; ids: string[] }[]>`
+          select pg_backend_pid() as pid, array[1, 2]::int4[] as ints,
+                 ${['7f9f2b0e-4a49-4f3e-9c61-3f3c4e2f1a10']}::uuid[] as ids`;
+        assert.notEqual(second?.pid, first?.pid, 'a second backend');
+        // An array parsed on the connection that fetched nothing, and one sent from it.
+        assert.deepEqual(second?.ints, [1, 2]);
+        assert.deepEqual(second?.ids, ['7f9f2b0e-4a49-4f3e-9c61-3f3c4e2f1a10']);
+      } finally {
+        reserved.release();
+      }
+      assert.equal(typeQueries.length, 1, 'the second connection did not fetch them again');
+    } finally {
+      await sql.end({ timeout: 5 });
+    }
+  });
+
+  it('hand a reservation the connection it opened, also when that connection fetched nothing', async () => {
+    // The driver served a reservation that opened a connection only once that connection's type
+    // fetch had answered (porsager/postgres#751): a connection that fetches none left it waiting
+    // for good (the suite's pressure-signals test hung so, three reservations opening two).
+    const sql = postgres(database.url, { max: 2, onnotice: () => {} });
+    const cold = postgres(database.url, { max: 1, fetch_types: false, onnotice: () => {} });
+    try {
+      await sql`select 1`; // the pool's first connection, which fetched the types
+      const both = await withinSeconds(5, Promise.all([sql.reserve(), sql.reserve()]));
+      assert.notEqual(both, 'too late', 'the reservation that opened a connection was answered');
+      if (both !== 'too late') for (const reserved of both) reserved.release();
+      const alone = await withinSeconds(5, cold.reserve());
+      assert.notEqual(alone, 'too late', 'a reservation on a cold pool that fetches no types');
+      if (alone !== 'too late') alone.release();
+    } finally {
+      await sql.end({ timeout: 5 });
+      await cold.end({ timeout: 5 });
+    }
+  });
+});
+
 describe('transactions of the postgres driver (Sluice patch: pipelined BEGIN)', () => {
   it('send BEGIN with their first statements: a round trip fewer, still one transaction', async () => {
     const proxy = await startTurnCounter(database.url);
