@@ -182,7 +182,10 @@ export async function startScheduler(
     // while P0 steps wait longer than the target.
     const urgentGuard =
       config.SLUICE_URGENT_WAIT_TARGET_MS > 0
-        ? new UrgentWaitGuard({ targetMs: config.SLUICE_URGENT_WAIT_TARGET_MS })
+        ? new UrgentWaitGuard({
+            targetMs: config.SLUICE_URGENT_WAIT_TARGET_MS,
+            floor: config.SLUICE_URGENT_WAIT_FLOOR,
+          })
         : undefined;
     let urgentWatch: BatchLoop | undefined;
     /** P0 work seen in `resource`: at its onset there, the guard reads at once. */

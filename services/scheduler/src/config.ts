@@ -38,6 +38,11 @@ export const SCHEDULER_ENV = {
    */
   SLUICE_URGENT_WAIT_TARGET_MS: intVar(30, 0, 3_600_000),
   /**
+   * The fewest P1–P3 steps in flight the urgent-wait guard leaves a resource it caps: 2 keeps lower
+   * priorities moving beside any P0 work; 0 holds them while P0 waits longer than the target.
+   */
+  SLUICE_URGENT_WAIT_FLOOR: intVar(2, 0, 100_000),
+  /**
    * How long the event relay lets events gather before its next batch while it is busy (events
    * arrived while its last batch ran, and that batch relayed more than one): under load, one
    * batch (a read, a mark, a commit) per this interval instead of one per committed event, and

@@ -6,7 +6,7 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { MIN_CAP, UrgentWaitGuard, type GuardReading } from './urgent-wait-guard.js';
+import { DEFAULT_FLOOR, UrgentWaitGuard, type GuardReading } from './urgent-wait-guard.js';
 
 const TARGET_MS = 50;
 
@@ -71,10 +71,42 @@ describe('the urgent-wait guard', () => {
     assert.deepEqual(guard.caps(), { llm: 15 }, 'now it has: cut again, from the cap');
   });
 
-  it('never caps below MIN_CAP, even with nothing in flight', () => {
+  it('never caps below its floor (DEFAULT_FLOOR unless set), even with nothing in flight', () => {
     const guard = new UrgentWaitGuard({ targetMs: TARGET_MS });
     guard.assess(reading({ llm: waitsAt(400) }, {}), 0);
-    assert.deepEqual(guard.caps(), { llm: MIN_CAP });
+    assert.deepEqual(guard.caps(), { llm: DEFAULT_FLOOR });
+  });
+
+  it('with a floor of 0, holds lower priorities while P0 waits too long and lets them back a step at a time', () => {
+    const guard = new UrgentWaitGuard({ targetMs: TARGET_MS, floor: 0 });
+    guard.assess(reading({ llm: waitsAt(1_000) }, { llm: 3 }), 0);
+    assert.deepEqual(guard.caps(), { llm: 0 }, 'a quarter of 3, rounded down: held');
+    assert.deepEqual(guard.admissionCaps(), { llm: 0 }, 'nothing in flight may be added to');
+    // Still too long once the held steps finished: stays held.
+    assert.deepEqual(guard.assess(reading({ llm: waitsAt(400) }, { llm: 0 }), 250), []);
+    // Within the target: one step, then an eighth (at least one) per reading.
+    assert.deepEqual(guard.assess(reading({ llm: waitsAt(20) }, { llm: 0 }), 500), [
+      { resource: 'llm', cap: 1, previous: 0, waitMs: 20 },
+    ]);
+    guard.assess(reading({ llm: waitsAt(20) }, { llm: 1 }), 750);
+    assert.deepEqual(guard.caps(), { llm: 2 });
+  });
+
+  it('with a floor of 0, holds at the onset whatever is in flight, and leaves a resource with nothing in flight alone', () => {
+    const guard = new UrgentWaitGuard({ targetMs: TARGET_MS, floor: 0 });
+    guard.urgentWorkSeen(0, 'llm');
+    assert.deepEqual(guard.assess(reading({}, { llm: 1 }), 10), [
+      { resource: 'llm', cap: 0, previous: undefined },
+    ]);
+    const idle = new UrgentWaitGuard({ targetMs: TARGET_MS, floor: 0 });
+    idle.urgentWorkSeen(0, 'llm');
+    assert.deepEqual(idle.assess(reading({}, {}), 10), [], 'no flood, no cap');
+    assert.deepEqual(idle.caps(), {});
+  });
+
+  it('refuses a floor that is not a whole number of steps', () => {
+    assert.throws(() => new UrgentWaitGuard({ targetMs: TARGET_MS, floor: -1 }), RangeError);
+    assert.throws(() => new UrgentWaitGuard({ targetMs: TARGET_MS, floor: 1.5 }), RangeError);
   });
 
   it('raises the cap by an eighth (at least one step) while waits are within the target', () => {
@@ -88,7 +120,7 @@ describe('the urgent-wait guard', () => {
     const small = new UrgentWaitGuard({ targetMs: TARGET_MS });
     small.assess(reading({ llm: waitsAt(400) }, { llm: 4 }), 0);
     small.assess(reading({ llm: waitsAt(10) }, { llm: 2 }), 250);
-    assert.deepEqual(small.caps(), { llm: MIN_CAP + 1 });
+    assert.deepEqual(small.caps(), { llm: DEFAULT_FLOOR + 1 });
   });
 
   it('keeps the cap through a short lull and lifts it once P0 work has stopped', () => {
@@ -161,11 +193,15 @@ describe('the urgent-wait guard', () => {
 
     const small = new UrgentWaitGuard({ targetMs: TARGET_MS });
     small.urgentWorkSeen(0, 'llm');
-    assert.deepEqual(small.assess(reading({}, { llm: MIN_CAP }), 10), []);
+    assert.deepEqual(small.assess(reading({}, { llm: DEFAULT_FLOOR }), 10), []);
     assert.deepEqual(small.caps(), {});
     small.urgentWorkSeen(20, 'llm');
     small.assess(reading({}, { llm: 3 }), 30);
-    assert.deepEqual(small.caps(), { llm: MIN_CAP }, 'a quarter of 3, but never below MIN_CAP');
+    assert.deepEqual(
+      small.caps(),
+      { llm: DEFAULT_FLOOR },
+      'a quarter of 3, but never below the floor',
+    );
   });
 
   it('reads at once for P0 work on a quiet resource at most once a reading interval', () => {

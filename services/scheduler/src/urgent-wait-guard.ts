@@ -3,8 +3,9 @@
  * invariant 6): while a resource's P0 steps take longer than a target from dispatch to start (the
  * part of their wait that the work ahead of them in the pipeline lengthens; see `UrgentWait`), it
  * caps the P1–P3 steps that resource may have in flight. P0 may still take every slot of the
- * limit, and the cap never falls below {@link MIN_CAP}, so lower priorities keep moving beside any
- * number of P0 steps.
+ * limit, and the cap never falls below its floor ({@link DEFAULT_FLOOR} unless set), so by default
+ * lower priorities keep moving beside any number of P0 steps; a floor of 0 holds them while P0
+ * waits longer than the target (see {@link UrgentWaitGuardOptions.floor}).
  *
  * The urgent reserve keeps slots for P0, but a slot is not all a step needs: every step of a flood
  * also takes its turn in the scheduler's passes, the executor's group writes, Postgres and the
@@ -16,7 +17,7 @@
  * - A reading (the scheduler reads every {@link READ_INTERVAL_MS} while P0 work is about) gives
  *   each resource's P0 waits since the last one; the guard takes their 90th percentile.
  * - Above the target, the cap becomes a share of the P1–P3 steps in flight: target ÷ wait, between
- *   a quarter and three quarters (at least {@link MIN_CAP}) — a multiplicative decrease scaled by
+ *   a quarter and three quarters (at least the floor) — a multiplicative decrease scaled by
  *   how far the wait overshoots (as Envoy's adaptive concurrency scales by minRTT ÷ sample), so a
  *   flood is cut down in a few readings rather than many. At most once until the steps in flight
  *   have come down to the cap: a lower cap only takes effect as steps finish, and cutting again
@@ -24,7 +25,7 @@
  * - At or below the target, the cap grows by an eighth (at least one step): additive increase.
  * - When the resource has had no P0 start for `releaseAfterMs`, the cap is lifted.
  * - When P0 work appears in a resource that has no cap (its onset), the next reading — taken at
- *   once — cuts the P1–P3 steps in flight there to a quarter (at least {@link MIN_CAP}), the
+ *   once — cuts the P1–P3 steps in flight there to a quarter (at least the floor), the
  *   deepest cut a wait can make, without waiting for P0 starts to show the wait — even when the
  *   first P0 step already started within the target: the gateway's urgent claim publishes a P0
  *   create's step before the scheduler hears of it, so the first start is quick whatever follows
@@ -45,8 +46,8 @@
  */
 import type { UrgentWaitReading } from '@sluice/db';
 
-/** The lowest cap: two P1–P3 steps in flight, so the guard never starves lower priorities. */
-export const MIN_CAP = 2;
+/** The lowest cap unless set: two P1–P3 steps in flight, so the guard never stops lower priorities. */
+export const DEFAULT_FLOOR = 2;
 /** How often the scheduler reads the waits while the guard watches. */
 export const READ_INTERVAL_MS = 250;
 /** The bounds of a cut: the cap becomes this share of the steps in flight, at least and at most. */
@@ -59,6 +60,13 @@ const WAIT_QUANTILE = 0.9;
 export interface UrgentWaitGuardOptions {
   /** The P0 wait (dispatched → started, ms) above which lower priorities are capped. */
   readonly targetMs: number;
+  /**
+   * The fewest P1–P3 steps in flight a cap allows (default {@link DEFAULT_FLOOR}). Two keep lower
+   * priorities moving whatever P0 does, but two short steps in flight still move a flood at a high
+   * rate, whose CPU P0's steps wait for; 0 holds lower priorities while P0 waits longer than the
+   * target, and readings within it let them back a step at a time (docs/benchmarks, reading 23).
+   */
+  readonly floor?: number;
   /** No P0 start in a resource for this long lifts its cap (default 1 s). */
   readonly releaseAfterMs?: number;
   /** How long after P0 work was last seen the guard keeps reading (default 2 s). */
@@ -80,6 +88,7 @@ export type GuardReading = Pick<UrgentWaitReading, 'waits' | 'inFlight'>;
 
 export class UrgentWaitGuard {
   readonly #targetMs: number;
+  readonly #floor: number;
   readonly #releaseAfterMs: number;
   readonly #watchForMs: number;
   /** P1–P3 steps in flight allowed, by resource. */
@@ -98,6 +107,10 @@ export class UrgentWaitGuard {
 
   constructor(options: UrgentWaitGuardOptions) {
     this.#targetMs = options.targetMs;
+    this.#floor = options.floor ?? DEFAULT_FLOOR;
+    if (!(Number.isSafeInteger(this.#floor) && this.#floor >= 0)) {
+      throw new RangeError(`the guard's floor must be a whole number of steps, got ${this.#floor}`);
+    }
     this.#releaseAfterMs = options.releaseAfterMs ?? 1_000;
     this.#watchForMs = options.watchForMs ?? 2_000;
   }
@@ -195,7 +208,7 @@ export class UrgentWaitGuard {
       if (this.#draining.has(resource)) return undefined;
       const share = Math.min(DECREASE.most, Math.max(DECREASE.least, this.#targetMs / waitMs));
       const from = Math.min(cap ?? lowerInFlight, lowerInFlight);
-      next = Math.max(MIN_CAP, Math.floor(from * share));
+      next = Math.max(this.#floor, Math.floor(from * share));
       if (lowerInFlight > next) this.#draining.add(resource);
     } else {
       if (cap === undefined) return undefined;
@@ -208,7 +221,7 @@ export class UrgentWaitGuard {
 
   /** P0 work appeared where nothing was capped: cut the flood (unless it is small already). */
   #onset(resource: string, lowerInFlight: number, nowMs: number): CapChange | undefined {
-    const cap = Math.max(MIN_CAP, Math.floor(lowerInFlight * ONSET_SHARE));
+    const cap = Math.max(this.#floor, Math.floor(lowerInFlight * ONSET_SHARE));
     if (cap >= lowerInFlight) {
       this.#quietOnsetMs.set(resource, nowMs);
       return undefined;

@@ -9,7 +9,7 @@ import { after, before, describe, it } from 'node:test';
 import { createTask } from '@sluice/db';
 import { oneStepManifest, openTaskTypeDatabase, type TaskTypeDatabase } from '@sluice/db/testing';
 import { createLogger, createMetrics } from '@sluice/telemetry';
-import { MIN_CAP, UrgentWaitGuard } from './urgent-wait-guard.js';
+import { DEFAULT_FLOOR, UrgentWaitGuard } from './urgent-wait-guard.js';
 import { startUrgentWaitWatch } from './urgent-wait-watch.js';
 
 const manifest = oneStepManifest({ name: 'urgent-watch' });
@@ -69,9 +69,9 @@ describe('the urgent-wait watch', () => {
     });
     try {
       await until('the resource is capped', () => guard.caps()['llm'] !== undefined);
-      // 7 in flight, a wait of 8 × the target: the deepest cut, a quarter (1), and at least MIN_CAP.
-      assert.equal(guard.caps()['llm'], MIN_CAP);
-      assert.equal(GAUGE.exec(await metrics.registry.metrics())?.[1], String(MIN_CAP));
+      // 7 in flight, a wait of 8 × the target: the deepest cut, a quarter (1), and at least DEFAULT_FLOOR.
+      assert.equal(guard.caps()['llm'], DEFAULT_FLOOR);
+      assert.equal(GAUGE.exec(await metrics.registry.metrics())?.[1], String(DEFAULT_FLOOR));
       assert.equal(wakeUps, 0, 'a lower cap admits nothing new');
 
       await until('the cap is lifted', () => guard.caps()['llm'] === undefined);

@@ -559,6 +559,31 @@ describe('the urgent reserve', () => {
     await finish([...p3, ...p0]);
   });
 
+  it('admits no P1–P3 step under a cap of 0 (the guard holding them), while P0 still claims', async () => {
+    const resource = 'gov:held';
+    await setResourceLimit(handle.db, resource, 10);
+    const held: AdmissionSettings = { ...settings, lowerPriorityCaps: { [resource]: 0 } };
+    const here = (claimed: readonly ClaimedStep[]) =>
+      claimed.filter((c) => c.resource === resource);
+    const p2 = await makeSteps(resource, 'acme', 2, 3);
+    assert.deepEqual(here(await claim(20, held)), [], 'nothing in flight, and still held');
+    const p0 = await makeSteps(resource, 'globex', 0, 2);
+    const claimed = here(await claim(20, held));
+    assert.deepEqual(
+      countBy(claimed, (c) => `P${c.priority}`),
+      { P0: 2 },
+      'the P0 steps only',
+    );
+    await finish(claimed.map((c) => c.id));
+    const released = here(await claim(20, settings));
+    assert.deepEqual(
+      countBy(released, (c) => `P${c.priority}`),
+      { P2: 3 },
+      'without the cap they go',
+    );
+    await finish([...p2, ...p0]);
+  });
+
   it('keeps nothing of a limit too small for the share', async () => {
     const resource = 'gov:urgent-small';
     await setResourceLimit(handle.db, resource, 4);
