@@ -79,9 +79,13 @@ describe('the urgent-wait guard', () => {
 
   it('with a floor of 0, holds lower priorities while P0 waits too long and lets them back a step at a time', () => {
     const guard = new UrgentWaitGuard({ targetMs: TARGET_MS, floor: 0 });
-    guard.assess(reading({ llm: waitsAt(1_000) }, { llm: 3 }), 0);
+    guard.assess(reading({ llm: waitsAt(1_000) }, { llm: 3 }, { llm: 4 }), 0);
     assert.deepEqual(guard.caps(), { llm: 0 }, 'a quarter of 3, rounded down: held');
-    assert.deepEqual(guard.admissionCaps(), { llm: 0 }, 'nothing in flight may be added to');
+    assert.deepEqual(
+      guard.admissionCaps(),
+      { llm: 0 },
+      'not 0 + the 4 P0 steps in flight: one of them finishing must not let a P3 step in',
+    );
     // Still too long once the held steps finished: stays held.
     assert.deepEqual(guard.assess(reading({ llm: waitsAt(400) }, { llm: 0 }), 250), []);
     // Within the target: one step, then an eighth (at least one) per reading.

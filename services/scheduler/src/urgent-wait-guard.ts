@@ -146,7 +146,10 @@ export class UrgentWaitGuard {
 
   /**
    * The caps as a claim takes them — steps in flight of any priority, above which no P1–P3 step
-   * is admitted: each cap plus the P0 steps in flight at the last reading. The same object until a
+   * is admitted: each cap plus the P0 steps in flight at the last reading; a cap of 0 (a hold)
+   * stays 0, since P0 steps finishing between readings would otherwise open that many slots to
+   * lower priorities (at 49 P0 arrivals a second with one to four in flight, ~28 low steps a
+   * second got through a hold that way, docs/benchmarks reading 23). The same object until a
    * reading changes it.
    */
   admissionCaps(): Readonly<Record<string, number>> {
@@ -185,7 +188,7 @@ export class UrgentWaitGuard {
       this.#admissionView = Object.fromEntries(
         [...this.#caps].map(([resource, cap]) => [
           resource,
-          cap + (this.#urgentInFlight.get(resource) ?? 0),
+          cap === 0 ? 0 : cap + (this.#urgentInFlight.get(resource) ?? 0),
         ]),
       );
     }
