@@ -172,8 +172,12 @@ describe('advisory worker', () => {
 
     let woken = 0;
     const batch = await handleAdvisoryBatch({ ...w.deps, onOutcomesRecorded: () => (woken += 1) });
-    assert.deepEqual(batch, { more: false, handled: 1, idle: false });
-    assert.equal(woken, 1, 'the outcome applier is woken');
+    assert.equal(batch.more, false);
+    assert.equal(batch.idle, false);
+    // One advisory, or two: a pull the loop above sent before the first advisory was stored makes
+    // the server emit it again (seen once in CI). Each must come to the one dead letter below.
+    assert.ok(batch.handled === 1 || batch.handled === 2, `handled ${batch.handled}`);
+    assert.equal(woken, 1, 'the outcome applier is woken, once');
 
     const letters = await deadLettersOfTask(w.handle.db, w.taskId);
     assert.equal(letters.length, 1);
