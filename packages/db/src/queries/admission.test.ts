@@ -48,6 +48,11 @@ after(async () => {
   await fixture?.close();
 });
 
+/** The claimed steps of `resource` (other tests' resources share the database). */
+function claimedOn(resource: string, claimed: readonly ClaimedStep[]): ClaimedStep[] {
+  return claimed.filter((c) => c.resource === resource);
+}
+
 /** Makes `count` ready steps of `resource`, due `dueAgoMs` ago; returns their ids in order. */
 async function makeSteps(
   resource: string,
@@ -249,10 +254,7 @@ describe('admission lock', () => {
     const claimed = await claim(10);
     assert.equal(countBy(claimed, (c) => c.resource)[resource], 2);
     assert.equal(await seen(resource), 'full', 'two in flight, limit two');
-    assert.deepEqual(
-      (await claim(10)).filter((c) => c.resource === resource),
-      [],
-    );
+    assert.deepEqual(claimedOn(resource, await claim(10)), []);
     await finish([(claimed.find((c) => c.resource === resource) as ClaimedStep).id]);
     assert.equal(await seen(resource), 'open', 'a slot is free again');
     assert.equal(
@@ -275,8 +277,7 @@ describe('admission lock', () => {
       proxy.reset();
       const { steps } = await through.db.transaction((tx) => claimAdmission(tx, 10, settings));
       assert.deepEqual(
-        steps
-          .filter((c) => c.resource === resource)
+        claimedOn(resource, steps)
           .map((c) => c.id)
           .sort(),
         [...ids].sort(),
@@ -325,7 +326,7 @@ describe('admission lock', () => {
     const [urgent] = await makeSteps(resource, 'acme', 0, 1);
     assert.equal(await seen(resource, reserved), 'open', 'a P0 step may take it');
     assert.deepEqual(
-      (await claim(10, reserved)).filter((c) => c.resource === resource).map((c) => c.id),
+      claimedOn(resource, await claim(10, reserved)).map((c) => c.id),
       [urgent],
     );
   });
@@ -531,10 +532,8 @@ describe('the urgent reserve', () => {
       urgentReserve: 0.1,
       lowerPriorityCaps: { [resource]: 4, 'gov:elsewhere': 1 },
     };
-    const here = (claimed: readonly ClaimedStep[]) =>
-      claimed.filter((c) => c.resource === resource);
     const p3 = await makeSteps(resource, 'acme', 3, 8);
-    const first = here(await claim(20, guarded));
+    const first = claimedOn(resource, await claim(20, guarded));
     assert.deepEqual(
       countBy(first, (c) => `P${c.priority}`),
       { P3: 4 },
@@ -543,14 +542,17 @@ describe('the urgent reserve', () => {
     const lock = await handle.db.transaction((tx) => lockAdmission(tx, guarded));
     assert.ok(lock.full.includes(resource), 'for P1–P3 the resource is full at the cap');
     const p0 = await makeSteps(resource, 'globex', 0, 7);
-    const second = here(await claim(20, guarded));
+    const second = claimedOn(resource, await claim(20, guarded));
     assert.deepEqual(
       countBy(second, (c) => `P${c.priority}`),
       { P0: 6 },
       'P0 still takes every slot of the limit',
     );
     await finish([...first, ...second].map((c) => c.id));
-    const third = here(await claim(20, { ...guarded, lowerPriorityCaps: { 'gov:elsewhere': 1 } }));
+    const third = claimedOn(
+      resource,
+      await claim(20, { ...guarded, lowerPriorityCaps: { 'gov:elsewhere': 1 } }),
+    );
     assert.deepEqual(
       countBy(third, (c) => `P${c.priority}`),
       { P0: 1, P3: 4 },
@@ -563,19 +565,21 @@ describe('the urgent reserve', () => {
     const resource = 'gov:held';
     await setResourceLimit(handle.db, resource, 10);
     const held: AdmissionSettings = { ...settings, lowerPriorityCaps: { [resource]: 0 } };
-    const here = (claimed: readonly ClaimedStep[]) =>
-      claimed.filter((c) => c.resource === resource);
     const p2 = await makeSteps(resource, 'acme', 2, 3);
-    assert.deepEqual(here(await claim(20, held)), [], 'nothing in flight, and still held');
+    assert.deepEqual(
+      claimedOn(resource, await claim(20, held)),
+      [],
+      'nothing in flight, and still held',
+    );
     const p0 = await makeSteps(resource, 'globex', 0, 2);
-    const claimed = here(await claim(20, held));
+    const claimed = claimedOn(resource, await claim(20, held));
     assert.deepEqual(
       countBy(claimed, (c) => `P${c.priority}`),
       { P0: 2 },
       'the P0 steps only',
     );
     await finish(claimed.map((c) => c.id));
-    const released = here(await claim(20, settings));
+    const released = claimedOn(resource, await claim(20, settings));
     assert.deepEqual(
       countBy(released, (c) => `P${c.priority}`),
       { P2: 3 },
