@@ -149,8 +149,9 @@ export class UrgentWaitGuard {
    * is admitted: each cap plus the P0 steps in flight at the last reading; a cap of 0 (a hold)
    * stays 0, since P0 steps finishing between readings would otherwise open that many slots to
    * lower priorities (at 49 P0 arrivals a second with one to four in flight, ~28 low steps a
-   * second got through a hold that way, docs/benchmarks reading 23). The same object until a
-   * reading changes it.
+   * second got through a hold that way, docs/benchmarks reading 23). A cap above 0 still lets
+   * that many more in: small beside it, and closing it would need the claim to count P1–P3 steps
+   * in flight apart from P0's. The same object until a reading changes it.
    */
   admissionCaps(): Readonly<Record<string, number>> {
     return this.#admissionView;
