@@ -99,6 +99,7 @@ const CASES: readonly Case[] = [
   ),
   bad('executor', 'SLUICE_LLM_INITIAL_CONCURRENCY', '100', LLM),
   bad('scheduler', 'SLUICE_DECISION_STALE_MS', '10'),
+  bad('gateway', 'SLUICE_STARTUP_REPORT_MS', '0'),
 ];
 
 before(() => ensureServiceBundles());

@@ -118,10 +118,7 @@ export async function startStack(options: StackOptions): Promise<Stack> {
     await scheduler.waitForMessage('scheduler started', 60_000);
     for (const executor of executors.values())
       await executor.waitForMessage('executor started', 60_000);
-    await governor.waitForLine(
-      (line) => typeof line.msg === 'string' && line.msg.startsWith('governor'),
-      60_000,
-    );
+    await governor.waitForMessage('governor started', 60_000);
     const port = ready['grpc_port'];
     if (typeof port !== 'number') throw new Error('the gateway did not report its grpc_port');
     return {
@@ -149,8 +146,28 @@ export async function startStack(options: StackOptions): Promise<Stack> {
       },
     };
   } catch (error) {
+    // What every service said is read before the stop adds its own lines.
+    const states = describeServices(all);
     // The start's failure is the news; a leak found while cleaning up would only hide it.
     await stop().catch(() => undefined);
+    if (error instanceof Error) error.message += `\n${states}`;
     throw error;
   }
+}
+
+/**
+ * Each service's last lines, for a start that failed: the one that did not start says where it
+ * waits (its start-up watch, @sluice/runtime), and the others may say why.
+ */
+function describeServices(services: readonly ServiceProcess[]): string {
+  return services
+    .map((service) => {
+      const state = service.running ? 'running' : 'exited';
+      const lines = [
+        ...service.stdout.slice(-3).map((line) => `  ${line.slice(0, 400)}`),
+        ...service.stderr.slice(-3).map((line) => `  ! ${line.slice(0, 400)}`),
+      ];
+      return [`${service.options.name} (${state}):`, ...lines].join('\n');
+    })
+    .join('\n');
 }

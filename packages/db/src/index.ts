@@ -39,7 +39,7 @@ export type {
   OpenDatabaseOptions,
   Transaction,
 } from './client.js';
-export { migrateDatabase, MIGRATIONS_FOLDER } from './migrate.js';
+export { MIGRATION_LOCK_KEY, migrateDatabase, MIGRATIONS_FOLDER } from './migrate.js';
 export {
   apiKeys,
   breakerTransitions,

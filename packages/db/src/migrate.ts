@@ -11,7 +11,7 @@ import postgres from 'postgres';
 export const MIGRATIONS_FOLDER = fileURLToPath(new URL('../migrations', import.meta.url));
 
 /** Key of the advisory lock that serialises migrations ("sluice" in ASCII, as a bigint). */
-const MIGRATION_LOCK_KEY = 0x736c75696365n;
+export const MIGRATION_LOCK_KEY = 0x736c75696365n;
 
 /**
  * Brings the database at `url` to the newest schema. Safe to call from every service at start.
@@ -20,7 +20,12 @@ const MIGRATION_LOCK_KEY = 0x736c75696365n;
  */
 export async function migrateDatabase(url: string): Promise<void> {
   // One connection, so the session-level advisory lock and the migration share a session.
-  const sql = postgres(url, { max: 1, onnotice: () => {} });
+  const sql = postgres(url, {
+    max: 1,
+    onnotice: () => {},
+    // Named, so that a session waiting for the lock is recognisable in pg_stat_activity.
+    connection: { application_name: 'sluice-migrate' },
+  });
   try {
     await sql`select pg_advisory_lock(${MIGRATION_LOCK_KEY.toString()}::bigint)`;
     try {

@@ -190,4 +190,6 @@ export const COMMON_ENV = {
   SLUICE_METRICS_HOST: stringVar('127.0.0.1'),
   /** Age after which a governor decision is no longer obeyed (no governor is acting). */
   SLUICE_DECISION_STALE_MS: intVar(10_000, 1_000, 600_000),
+  /** How long a start-up step may take before the service logs what it waits for, and how often. */
+  SLUICE_STARTUP_REPORT_MS: intVar(10_000, 100, 600_000),
 } satisfies EnvSchema;

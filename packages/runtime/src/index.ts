@@ -31,3 +31,5 @@ export type { EnvConfig, EnvSchema } from './config.js';
 export { EXIT_CONFIG, runService } from './run-service.js';
 export type { Stoppable } from './run-service.js';
 export { Waker, withTimeout } from './timers.js';
+export { DEFAULT_STARTUP_REPORT_MS, watchStartup } from './startup-watch.js';
+export type { StartupLog, StartupWatch, StartupWatchOptions } from './startup-watch.js';

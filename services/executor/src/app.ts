@@ -21,6 +21,7 @@ import {
   type TopologyRepair,
 } from '@sluice/bus';
 import { urgentReserveSlots } from '@sluice/core';
+import { watchStartup } from '@sluice/runtime';
 import {
   GroupWriter,
   KeptConnection,
@@ -83,7 +84,9 @@ export async function startExecutor(config: ExecutorConfig, log?: Logger): Promi
     logger.warn({ resource }, 'no loaded task type has a step on this resource');
   }
 
-  await migrateDatabase(config.DATABASE_URL);
+  const startup = watchStartup(logger, `executor-${resource}`, {
+    intervalMs: config.SLUICE_STARTUP_REPORT_MS,
+  });
   const database: DatabaseHandle = openDatabase(config.DATABASE_URL, {
     applicationName: `sluice-executor-${resource}`,
   });
@@ -116,11 +119,16 @@ export async function startExecutor(config: ExecutorConfig, log?: Logger): Promi
   let decisions: DecisionView | undefined;
   let reporter: GovernorReporter | undefined;
   try {
+    startup.stage('migrating the database');
+    await migrateDatabase(config.DATABASE_URL);
+    startup.stage('registering the task types');
     for (const definition of runnable) {
       await registerTaskType(database.db, manifestOf(definition));
     }
+    startup.stage('connecting to NATS');
     nc = await connectNats({ url: config.NATS_URL, name: `executor-${resource}-${process.pid}` });
     const catalog = createBusCatalog(config.SLUICE_PREFIX);
+    startup.stage('ensuring the JetStream streams and consumers');
     const jsm = await jetstreamManager(nc);
     const ensureOwnTopology = async () => {
       await ensureTopology(jsm, catalog);
@@ -143,6 +151,7 @@ export async function startExecutor(config: ExecutorConfig, log?: Logger): Promi
     const metrics = createMetrics();
     const running = new RunningSteps();
     const conn = nc;
+    startup.stage('reading the governor decision');
     const governorBucket = await openGovernorBucket(conn, catalog);
     decisions = await startDecisionView({
       nc: conn,
@@ -208,6 +217,7 @@ export async function startExecutor(config: ExecutorConfig, log?: Logger): Promi
     let busy = 0;
     const utilization = () => metrics.workerUtilization.set({ resource }, busy / slots.capacity);
     utilization();
+    startup.stage('starting the pulls of its consumers');
     puller = await startPriorityPuller({
       js: jetstream(nc),
       catalog,
@@ -252,6 +262,7 @@ export async function startExecutor(config: ExecutorConfig, log?: Logger): Promi
         }
       },
     });
+    startup.stage('starting the metrics server');
     metricsServer = await startMetricsServer({
       port: config.SLUICE_METRICS_PORT,
       host: config.SLUICE_METRICS_HOST,
@@ -279,6 +290,8 @@ export async function startExecutor(config: ExecutorConfig, log?: Logger): Promi
     http.stop();
     await tracing.shutdown();
     throw error;
+  } finally {
+    startup.done();
   }
 
   const started = { nc, puller, cancelSubscription, metricsServer };

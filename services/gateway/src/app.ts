@@ -22,7 +22,7 @@ import {
   prepareUrgentClaim,
   type DatabaseHandle,
 } from '@sluice/db';
-import { configuredAdmission } from '@sluice/runtime';
+import { configuredAdmission, watchStartup } from '@sluice/runtime';
 import {
   createLogger,
   createMetrics,
@@ -89,7 +89,9 @@ export async function startGateway(
   const logger =
     options.log ?? createLogger({ service: 'gateway', level: config.SLUICE_LOG_LEVEL });
   const tracing = options.tracing ?? startTracing({ serviceName: 'sluice-gateway' });
-  await migrateDatabase(config.DATABASE_URL);
+  const startup = watchStartup(logger, 'gateway', {
+    intervalMs: config.SLUICE_STARTUP_REPORT_MS,
+  });
   const database = openDatabase(config.DATABASE_URL, { applicationName: 'sluice-gateway' });
   let nc: NatsConnection | undefined;
   let hub: EventHub | undefined;
@@ -98,11 +100,16 @@ export async function startGateway(
   let grpcPort: number;
   let decisions: DecisionView | undefined;
   try {
+    startup.stage('migrating the database');
+    await migrateDatabase(config.DATABASE_URL);
+    startup.stage('connecting to NATS');
     nc = await connectNats({ url: config.NATS_URL, name: `gateway-${process.pid}` });
     const catalog = createBusCatalog(config.SLUICE_PREFIX);
+    startup.stage('ensuring the JetStream streams');
     await ensureTopology(await jetstreamManager(nc), catalog);
     const metrics = createMetrics();
     hub = startEventHub(nc, catalog, logger);
+    startup.stage('reading the governor decision');
     const governorBucket = await openGovernorBucket(nc, catalog);
     decisions = await startDecisionView({
       nc,
@@ -111,7 +118,9 @@ export async function startGateway(
       staleAfterMs: config.SLUICE_DECISION_STALE_MS,
       log: logger,
     });
+    startup.stage('warming up the database pool');
     await warmUpPool(database, config, logger);
+    startup.stage('starting the gRPC and metrics servers');
     grpc = createGrpcServer({
       logger,
       unaryDeadlineMs: config.SLUICE_UNARY_TIMEOUT_MS,
@@ -174,6 +183,8 @@ export async function startGateway(
     await database.close();
     if (!options.tracing) await tracing.shutdown();
     throw error;
+  } finally {
+    startup.done();
   }
   const started = { nc, hub, grpc, metricsServer };
   return {

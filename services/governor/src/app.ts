@@ -27,6 +27,7 @@ import {
 import type { Subscription } from '@nats-io/transport-node';
 import { advanceLeaderEpoch, migrateDatabase, openDatabase } from '@sluice/db';
 import { DEFAULT_BREAKER } from '@sluice/core';
+import { watchStartup } from '@sluice/runtime';
 import {
   createLogger,
   createMetrics,
@@ -90,7 +91,9 @@ export async function startGovernor(
 ): Promise<Governor> {
   const logger = log ?? createLogger({ service: 'governor', level: config.SLUICE_LOG_LEVEL });
   const holder = newHolderId();
-  await migrateDatabase(config.DATABASE_URL);
+  const startup = watchStartup(logger, 'governor', {
+    intervalMs: config.SLUICE_STARTUP_REPORT_MS,
+  });
   const database = openDatabase(config.DATABASE_URL, {
     applicationName: 'sluice-governor',
     max: 2,
@@ -119,9 +122,13 @@ export async function startGovernor(
     probeTimeoutMs: Math.max(config.SLUICE_BREAKER_COOL_DOWN_MS, 60_000),
   };
   try {
+    startup.stage('migrating the database');
+    await migrateDatabase(config.DATABASE_URL);
+    startup.stage('connecting to NATS');
     const conn = await connectNats({ url: config.NATS_URL, name: `governor-${process.pid}` });
     nc = conn;
     const catalog = createBusCatalog(config.SLUICE_PREFIX);
+    startup.stage('opening the KV buckets');
     const buckets = await openKvBuckets(conn, catalog, { leaseTtlMs: config.SLUICE_LEASE_TTL_MS });
     reportSubscription = conn.subscribe(catalog.subjects.executorReports, {
       callback: (error, message) => {
@@ -194,8 +201,10 @@ export async function startGovernor(
       },
       onError: (error) => logger.warn({ err: error }, 'governor lease trouble'),
     });
+    startup.stage('taking part in the leader lease');
     await lease.start();
 
+    startup.stage('starting the metrics server');
     metricsServer = await startMetricsServer({
       port: config.SLUICE_METRICS_PORT,
       host: config.SLUICE_METRICS_HOST,
@@ -209,6 +218,8 @@ export async function startGovernor(
     await database.close();
     if (!options.tracing) await tracing.shutdown();
     throw error;
+  } finally {
+    startup.done();
   }
 
   const started = { nc, lease, metricsServer, reportSubscription };

@@ -33,7 +33,7 @@ import {
   openDatabase,
   type AdmissionSettings,
 } from '@sluice/db';
-import { configuredAdmission } from '@sluice/runtime';
+import { configuredAdmission, watchStartup } from '@sluice/runtime';
 import {
   createLogger,
   createMetrics,
@@ -100,7 +100,9 @@ export async function startScheduler(
   options: { tracing?: Tracing } = {},
 ): Promise<Scheduler> {
   const logger = log ?? createLogger({ service: 'scheduler', level: config.SLUICE_LOG_LEVEL });
-  await migrateDatabase(config.DATABASE_URL);
+  const startup = watchStartup(logger, 'scheduler', {
+    intervalMs: config.SLUICE_STARTUP_REPORT_MS,
+  });
   const database = openDatabase(config.DATABASE_URL, { applicationName: 'sluice-scheduler' });
   const tracing = options.tracing ?? startTracing({ serviceName: 'sluice-scheduler' });
   const loops: BatchLoop[] = [];
@@ -120,6 +122,9 @@ export async function startScheduler(
   let publications: PublicationRecorder | undefined;
   let claimConnection: KeptConnection | undefined;
   try {
+    startup.stage('migrating the database');
+    await migrateDatabase(config.DATABASE_URL);
+    startup.stage('connecting to NATS');
     // A const for the closures below (nc itself stays assignable for the cleanup on failure).
     const connection = await connectNats({
       url: config.NATS_URL,
@@ -127,6 +132,7 @@ export async function startScheduler(
     });
     nc = connection;
     const catalog = createBusCatalog(config.SLUICE_PREFIX);
+    startup.stage('ensuring the JetStream streams and consumers');
     const jsm = await jetstreamManager(nc);
     await ensureTopology(jsm, catalog);
     await ensureDeadLetterConsumer(jsm, catalog);
@@ -158,6 +164,7 @@ export async function startScheduler(
       batchSize: config.SLUICE_SCHEDULER_BATCH,
     };
 
+    startup.stage('opening the KV buckets and reading the governor decision');
     const { leases, governor: governorBucket } = await openKvBuckets(nc, catalog, {
       leaseTtlMs: config.SLUICE_LEASE_TTL_MS,
     });
@@ -374,8 +381,10 @@ export async function startScheduler(
       nc.subscribe(catalog.subjects.wake('relay'), { callback: () => relay?.wake() }),
     );
     // Every committed batch of task events notifies this channel, whoever wrote it.
+    startup.stage('listening for task events');
     eventsListener = await database.sql.listen(TASK_EVENTS_CHANNEL, () => relay?.wake());
 
+    startup.stage('taking part in the leader leases');
     const holderId = `scheduler-${hostname()}-${process.pid}-${randomUUID().slice(0, 8)}`;
     lease = createLease({
       kv: leases,
@@ -505,6 +514,7 @@ export async function startScheduler(
         leaseTtlMs: config.SLUICE_LEASE_TTL_MS,
       });
     }
+    startup.stage('starting the metrics server');
     metricsServer = await startMetricsServer({
       port: config.SLUICE_METRICS_PORT,
       host: config.SLUICE_METRICS_HOST,
@@ -534,6 +544,8 @@ export async function startScheduler(
     await database.close();
     if (!options.tracing) await tracing.shutdown();
     throw error;
+  } finally {
+    startup.done();
   }
 
   const started = { nc, lease, reconcilerLease, deadLetterLease, metricsServer, eventsListener };
