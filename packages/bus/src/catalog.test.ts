@@ -32,6 +32,7 @@ describe('createBusCatalog', () => {
     assert.equal(c.subjects.cancelAll, 'sluice.control.cancel.*');
     assert.equal(c.subjects.governorDecisions, 'sluice.governor.decisions');
     assert.equal(c.subjects.executorReports, 'sluice.governor.reports');
+    assert.equal(c.subjects.guardCaps, 'sluice.scheduler.guard');
     assert.equal(c.subjects.wake('scheduler'), 'sluice.wake.scheduler');
     assert.equal(c.subjects.wake('dispatch'), 'sluice.wake.dispatch');
     assert.equal(c.subjects.wake('relay'), 'sluice.wake.relay');

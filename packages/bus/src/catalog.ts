@@ -63,6 +63,8 @@ export interface BusCatalog {
     readonly governorDecisions: string;
     /** `<prefix>.governor.reports`: core NATS, each executor's load and outcome counters. */
     readonly executorReports: string;
+    /** `<prefix>.scheduler.guard`: core NATS, each scheduler's urgent-wait guard caps. */
+    readonly guardCaps: string;
     /** `$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.<PREFIX>_STEPS.*` (any step consumer). */
     readonly stepMaxDeliveriesAdvisory: string;
     /** `$JS.EVENT.ADVISORY.CONSUMER.MSG_TERMINATED.<PREFIX>_STEPS.*` (any step consumer). */
@@ -165,6 +167,7 @@ export function createBusCatalog(prefix: string = DEFAULT_PREFIX): BusCatalog {
       cancelAll: `${prefix}.control.cancel.*`,
       governorDecisions: `${prefix}.governor.decisions`,
       executorReports: `${prefix}.governor.reports`,
+      guardCaps: `${prefix}.scheduler.guard`,
       stepMaxDeliveriesAdvisory: `$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.${steps}.*`,
       stepTerminatedAdvisory: `$JS.EVENT.ADVISORY.CONSUMER.MSG_TERMINATED.${steps}.*`,
     },

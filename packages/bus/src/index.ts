@@ -125,6 +125,14 @@ export {
   parseExecutorReport,
 } from './executor-report.js';
 export type { ExecutorReport, LlmGateReport } from './executor-report.js';
+export {
+  GUARD_CAPS_FRESH_MS,
+  MAX_GUARD_CAPS_BYTES,
+  decodeGuardCaps,
+  encodeGuardCaps,
+  startGuardCapsView,
+} from './guard-caps.js';
+export type { GuardCapsNotice, GuardCapsView, GuardCapsViewOptions } from './guard-caps.js';
 export type { TopologyRepair, TopologyRepairOptions } from './topology-repair.js';
 
 export {

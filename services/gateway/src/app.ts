@@ -12,7 +12,9 @@ import {
   ensureTopology,
   openGovernorBucket,
   startDecisionView,
+  startGuardCapsView,
   type DecisionView,
+  type GuardCapsView,
 } from '@sluice/bus';
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import {
@@ -99,6 +101,7 @@ export async function startGateway(
   let metricsServer: MetricsServer | undefined;
   let grpcPort: number;
   let decisions: DecisionView | undefined;
+  let guardCaps: GuardCapsView | undefined;
   try {
     startup.stage('migrating the database');
     await migrateDatabase(config.DATABASE_URL);
@@ -118,6 +121,7 @@ export async function startGateway(
       staleAfterMs: config.SLUICE_DECISION_STALE_MS,
       log: logger,
     });
+    guardCaps = startGuardCapsView({ nc, subject: catalog.subjects.guardCaps, log: logger });
     startup.stage('warming up the database pool');
     await warmUpPool(database, config, logger);
     startup.stage('starting the gRPC and metrics servers');
@@ -142,6 +146,7 @@ export async function startGateway(
         watchRecheckMs: config.SLUICE_WATCH_RECHECK_MS,
         faultInjection: createFaultInjection(config.SLUICE_FAULT_INJECTION),
         decisions,
+        guardCaps,
         ...(config.SLUICE_URGENT_CLAIM === 'on'
           ? { urgentClaim: { js: jetstream(nc), admission: configuredAdmission(config) } }
           : {}),
@@ -177,6 +182,7 @@ export async function startGateway(
     logger.info({ grpc_port: grpcPort, metrics_port: metricsServer.port }, 'gateway started');
   } catch (error) {
     decisions?.stop();
+    guardCaps?.stop();
     await grpc?.stop(0);
     hub?.close();
     if (nc) await closeNats(nc);
@@ -195,6 +201,7 @@ export async function startGateway(
       await started.grpc.stop(STOP_GRACE_MS);
       started.hub.close();
       decisions?.stop();
+      guardCaps?.stop();
       await started.metricsServer.stop();
       await closeNats(started.nc);
       await database.close();

@@ -16,6 +16,7 @@ import {
   createBusCatalog,
   createLease,
   createTopologyRepair,
+  encodeGuardCaps,
   encodeMessage,
   ensureDeadLetterConsumer,
   ensureTopology,
@@ -132,6 +133,8 @@ export async function startScheduler(
     });
     nc = connection;
     const catalog = createBusCatalog(config.SLUICE_PREFIX);
+    // This replica in the leases and in its guard caps notices.
+    const holderId = `scheduler-${hostname()}-${process.pid}-${randomUUID().slice(0, 8)}`;
     startup.stage('ensuring the JetStream streams and consumers');
     const jsm = await jetstreamManager(nc);
     await ensureTopology(jsm, catalog);
@@ -328,6 +331,12 @@ export async function startScheduler(
         log: logger,
         metrics,
         onCapsRaised: () => dispatcher.wake(),
+        // For GetTask's waiting_for: the gateways cannot see this replica's caps otherwise.
+        publishCaps: (caps) =>
+          connection.publish(
+            catalog.subjects.guardCaps,
+            encodeGuardCaps({ scheduler_id: holderId, caps }),
+          ),
       });
       loops.push(urgentWatch);
     }
@@ -385,7 +394,6 @@ export async function startScheduler(
     eventsListener = await database.sql.listen(TASK_EVENTS_CHANNEL, () => relay?.wake());
 
     startup.stage('taking part in the leader leases');
-    const holderId = `scheduler-${hostname()}-${process.pid}-${randomUUID().slice(0, 8)}`;
     lease = createLease({
       kv: leases,
       key: RELAY_LEASE_KEY,

@@ -1,7 +1,8 @@
 /**
  * The urgent-wait guard's loop against a real Postgres: a P0 start that waited past the target caps
  * its resource (the gauge shows it), and once no P0 step starts there for the quiet spell the cap
- * is lifted, the gauge goes and the dispatcher is woken.
+ * is lifted, the gauge goes and the dispatcher is woken; the gateways are told of the cap while it
+ * stands and once of its lift.
  */
 import assert from 'node:assert/strict';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -56,6 +57,7 @@ describe('the urgent-wait watch', () => {
     const metrics = createMetrics();
     const guard = new UrgentWaitGuard({ targetMs: 50, releaseAfterMs: 300, watchForMs: 60_000 });
     let wakeUps = 0;
+    const published: Readonly<Record<string, number>>[] = [];
     for (let i = 0; i < 6; i++) await startedStep(3, 0);
     await startedStep(0, 400);
     // Seen with its wait already there, so the first reading cuts by the wait, not at the onset.
@@ -66,6 +68,7 @@ describe('the urgent-wait watch', () => {
       log,
       metrics,
       onCapsRaised: () => (wakeUps += 1),
+      publishCaps: (caps) => published.push(caps),
     });
     try {
       await until('the resource is capped', () => guard.caps()['llm'] !== undefined);
@@ -73,10 +76,14 @@ describe('the urgent-wait watch', () => {
       assert.equal(guard.caps()['llm'], DEFAULT_FLOOR);
       assert.equal(GAUGE.exec(await metrics.registry.metrics())?.[1], String(DEFAULT_FLOOR));
       assert.equal(wakeUps, 0, 'a lower cap admits nothing new');
+      assert.deepEqual(published[0], { llm: DEFAULT_FLOOR }, 'the gateways are told of the cap');
 
       await until('the cap is lifted', () => guard.caps()['llm'] === undefined);
       assert.equal(wakeUps, 1, 'a lifted cap wakes the dispatcher');
       assert.doesNotMatch(await metrics.registry.metrics(), GAUGE);
+      // Told after every reading while capped, then once that nothing is capped any more.
+      assert.deepEqual(published.at(-1), {});
+      assert.ok(published.slice(0, -1).every((caps) => caps['llm'] === DEFAULT_FLOOR));
     } finally {
       await watch.stop();
     }

@@ -14,6 +14,7 @@ import {
   listsPriority,
   type BusCatalog,
   type DecisionView,
+  type GuardCapsView,
 } from '@sluice/bus';
 import {
   SluiceErrorCode,
@@ -132,6 +133,8 @@ export interface TaskServiceDeps {
   readonly faultInjection?: FaultInjection;
   /** The governor's live decision (which priorities `CreateTask` rejects now). */
   readonly decisions?: DecisionView;
+  /** The schedulers' urgent-wait guard caps, which `GetTask` names among the reasons of a wait. */
+  readonly guardCaps?: GuardCapsView;
   /**
    * The urgent claim (`SLUICE_URGENT_CLAIM`): a create of P0 work claims its first steps in its own
    * transaction, within `admission` (the scheduler's configured admission) and the governor's
@@ -302,11 +305,14 @@ export function createTaskService(deps: TaskServiceDeps): Partial<TaskServiceHan
     const standing = waits ? await queueStanding(deps.db, task.id) : undefined;
     const nextAttempt =
       task.status === 'failed_retryable' ? await nextAttemptAt(deps.db, task.id) : undefined;
-    const decision = deps.decisions?.current();
-    const waitingFor =
-      standing && decision
-        ? waitingReason(decision, task.priority as Priority, standing.resource)
-        : '';
+    const waitingFor = standing
+      ? waitingReason(
+          deps.decisions?.current(),
+          task.priority as Priority,
+          standing.resource,
+          deps.guardCaps?.capOf(standing.resource),
+        )
+      : '';
     const api = taskToApi(
       task,
       task.status === 'queued' ? standing : undefined,

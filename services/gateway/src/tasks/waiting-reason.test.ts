@@ -21,6 +21,28 @@ describe('waitingReason', () => {
     assert.match(waitingReason(decision, 0, 'tool:y'), /tool:y is half-open/);
   });
 
+  it('names the urgent-wait guard holding or capping lower priorities, never for P0', () => {
+    assert.equal(
+      waitingReason(undefined, 3, 'llm', 0),
+      'P0 steps on llm wait longer than their target: lower priorities are held there until they catch up',
+    );
+    assert.equal(
+      waitingReason(normalDecision(1, 'g'), 1, 'llm', 1),
+      'P0 steps on llm wait longer than their target: lower priorities may have only 1 step in flight there until they catch up',
+    );
+    assert.match(waitingReason(undefined, 2, 'llm', 5), /only 5 steps in flight/);
+    assert.equal(waitingReason(undefined, 0, 'llm', 0), '');
+    assert.equal(waitingReason(undefined, 3, 'llm'), '');
+  });
+
+  it('puts an open breaker and a governor hold before the guard, the guard before a throttle', () => {
+    const decision = under({ holds: [3], throttle: [2], breakers: { 'tool:x': 'open' } });
+    assert.match(waitingReason(decision, 3, 'tool:x', 0), /circuit breaker of tool:x is open/);
+    assert.match(waitingReason(decision, 3, 'llm', 0), /P3 is held by the governor/);
+    assert.match(waitingReason(decision, 2, 'llm', 0), /P0 steps on llm wait longer/);
+    assert.match(waitingReason(decision, 2, 'llm'), /P2 is throttled by the governor/);
+  });
+
   it('names a hold or a throttle of the priority with its cause', () => {
     assert.equal(
       waitingReason(under({ holds: [3] }), 3, 'llm'),
