@@ -40,9 +40,8 @@
  *   again by an eighth each.
  *
  * A pure state machine: time comes in as arguments; the scheduler reads Postgres and applies the
- * caps to its claims. A claim caps the steps of every priority in flight before it admits a P1–P3
- * step (`AdmissionSettings.lowerPriorityCaps`), so {@link UrgentWaitGuard.admissionCaps} adds the
- * P0 steps in flight at the last reading to each cap.
+ * caps to its claims (`AdmissionSettings.lowerPriorityCaps`), which count the P1–P3 steps in flight
+ * against them.
  */
 import type { UrgentWaitReading } from '@sluice/db';
 
@@ -93,8 +92,6 @@ export class UrgentWaitGuard {
   readonly #watchForMs: number;
   /** P1–P3 steps in flight allowed, by resource. */
   readonly #caps = new Map<string, number>();
-  /** P0 steps in flight at the last reading, by capped resource. */
-  readonly #urgentInFlight = new Map<string, number>();
   /** Resources whose last cut has not taken effect yet (more in flight than the cap). */
   readonly #draining = new Set<string>();
   readonly #lastUrgentStartMs = new Map<string, number>();
@@ -145,13 +142,11 @@ export class UrgentWaitGuard {
   }
 
   /**
-   * The caps as a claim takes them — steps in flight of any priority, above which no P1–P3 step
-   * is admitted: each cap plus the P0 steps in flight at the last reading; a cap of 0 (a hold)
-   * stays 0, since P0 steps finishing between readings would otherwise open that many slots to
-   * lower priorities (at 49 P0 arrivals a second with one to four in flight, ~28 low steps a
-   * second got through a hold that way, docs/benchmarks reading 23). A cap above 0 still lets
-   * that many more in: small beside it, and closing it would need the claim to count P1–P3 steps
-   * in flight apart from P0's. The same object until a reading changes it.
+   * The caps as a claim takes them (P1–P3 steps in flight, which the claim counts apart from P0's):
+   * {@link caps}, but the same object until a reading changes them. (They once went to the claim
+   * as a count of every priority, with the P0 steps in flight at the last reading added, and each
+   * P0 step that finished between two readings opened a slot to lower priorities: at 49 P0
+   * arrivals a second, ~28 low steps a second got through a hold, docs/benchmarks reading 23.)
    */
   admissionCaps(): Readonly<Record<string, number>> {
     return this.#admissionView;
@@ -166,12 +161,11 @@ export class UrgentWaitGuard {
       waitsByResource.set(resource, waits);
     }
     const changes: CapChange[] = [];
-    let urgentMoved = false;
     const resources = new Set([...waitsByResource.keys(), ...this.#caps.keys(), ...this.#onsets]);
     const onsets = new Set(this.#onsets);
     this.#onsets.clear();
     for (const resource of resources) {
-      const { urgent, lower } = reading.inFlight[resource] ?? { urgent: 0, lower: 0 };
+      const { lower } = reading.inFlight[resource] ?? { urgent: 0, lower: 0 };
       const waits = waitsByResource.get(resource);
       const change =
         onsets.has(resource) && !this.#caps.has(resource)
@@ -180,19 +174,8 @@ export class UrgentWaitGuard {
             ? this.#waited(resource, quantile(waits, WAIT_QUANTILE), lower, nowMs)
             : this.#quiet(resource, nowMs);
       if (change) changes.push(change);
-      if (this.#caps.has(resource) && this.#urgentInFlight.get(resource) !== urgent) {
-        this.#urgentInFlight.set(resource, urgent);
-        urgentMoved = true;
-      }
     }
-    if (changes.length > 0 || urgentMoved) {
-      this.#admissionView = Object.fromEntries(
-        [...this.#caps].map(([resource, cap]) => [
-          resource,
-          cap === 0 ? 0 : cap + (this.#urgentInFlight.get(resource) ?? 0),
-        ]),
-      );
-    }
+    if (changes.length > 0) this.#admissionView = Object.fromEntries(this.#caps);
     return changes;
   }
 
@@ -243,7 +226,6 @@ export class UrgentWaitGuard {
     const previous = this.#caps.get(resource);
     if (previous === undefined || nowMs - last < this.#releaseAfterMs) return undefined;
     this.#caps.delete(resource);
-    this.#urgentInFlight.delete(resource);
     this.#draining.delete(resource);
     this.#lastUrgentStartMs.delete(resource);
     return { resource, cap: undefined, previous };

@@ -588,6 +588,32 @@ describe('the urgent reserve', () => {
     await finish([...p2, ...p0]);
   });
 
+  it('counts the P1–P3 steps in flight against the guard’s cap, whatever P0 has in flight', async () => {
+    const resource = 'gov:lower-only';
+    await setResourceLimit(handle.db, resource, 10);
+    const capped: AdmissionSettings = { ...settings, lowerPriorityCaps: { [resource]: 2 } };
+    const p0 = await makeSteps(resource, 'globex', 0, 3);
+    assert.deepEqual(
+      countBy(claimedOn(resource, await claim(20, capped)), (c) => `P${c.priority}`),
+      { P0: 3 },
+    );
+    const p3 = await makeSteps(resource, 'acme', 3, 6);
+    const lower = claimedOn(resource, await claim(20, capped));
+    assert.deepEqual(
+      countBy(lower, (c) => `P${c.priority}`),
+      { P3: 2 },
+      'three P0 steps in flight leave the cap of two to P3',
+    );
+    const lock = await handle.db.transaction((tx) => lockAdmission(tx, capped));
+    assert.ok(lock.full.includes(resource), 'for P1–P3 the resource is full at the cap');
+    // The P0 steps finishing opens no slot to lower priorities.
+    await finish(p0);
+    assert.deepEqual(claimedOn(resource, await claim(20, capped)), [], 'still two P3 in flight');
+    await finish(lower.map((c) => c.id));
+    assert.equal(claimedOn(resource, await claim(20, capped)).length, 2, 'two more as two finish');
+    await finish(p3);
+  });
+
   it('keeps nothing of a limit too small for the share', async () => {
     const resource = 'gov:urgent-small';
     await setResourceLimit(handle.db, resource, 4);

@@ -76,8 +76,8 @@ export interface ResourceLimits {
   /** The urgent reserve: share of each limit only P0 may take (see `AdmissionSettings`). */
   readonly urgentReserve?: number;
   /**
-   * The urgent-wait guard's caps (see `AdmissionSettings.lowerPriorityCaps`): steps in flight, by
-   * resource, above which no P1–P3 step is admitted.
+   * The urgent-wait guard's caps (see `AdmissionSettings.lowerPriorityCaps`): P1–P3 steps in
+   * flight, by resource, at which no more P1–P3 step is admitted.
    */
   readonly lowerPriorityCaps?: Readonly<Record<string, number>>;
 }
@@ -86,15 +86,23 @@ export interface ResourceLimits {
  * The slots of the urgent reserve of the resource named by the SQL expression `resource`, whose
  * limit is `maxInFlight`: its share of the limit, at most half, rounded down (the executors'
  * `urgentReserveSlots` rounds the same way; keep the two in step) — or, where the urgent-wait
- * guard caps the resource's lower priorities, everything above the cap, when that is more.
+ * guard caps the resource's lower priorities, everything above the cap and the P0 steps in flight
+ * there (`urgentInFlight`, counted by the statement), when that is more: so the cap counts P1–P3
+ * steps alone. (It once came with the P0 steps in flight at the guard's last reading added, and
+ * every P0 step that finished between two readings let one more lower step in.)
  */
-export function urgentSlotsOf(maxInFlight: SQL, resource: SQL, limits: ResourceLimits): SQL {
+export function urgentSlotsOf(
+  maxInFlight: SQL,
+  resource: SQL,
+  limits: ResourceLimits,
+  urgentInFlight: SQL,
+): SQL {
   const share = Math.min(0.5, Math.max(0, limits.urgentReserve ?? 0));
   const shareSlots = sql`floor(${maxInFlight} * ${share}::numeric)`;
   if (!hasLowerPriorityCaps(limits)) return shareSlots;
   const caps = JSON.stringify(limits.lowerPriorityCaps);
-  return sql`greatest(${shareSlots},
-    ${maxInFlight} - coalesce((${caps}::jsonb ->> ${resource})::int, ${maxInFlight}))`;
+  return sql`greatest(${shareSlots}, ${maxInFlight}
+    - coalesce((${caps}::jsonb ->> ${resource})::int + ${urgentInFlight}, ${maxInFlight}))`;
 }
 
 /** Whether the urgent-wait guard caps any resource's lower priorities now. */
@@ -187,7 +195,14 @@ export function lockAdmissionStatement(limits: ResourceLimits): SQL {
                        where p.status = 'ready' and p.resource = d.resource and p.priority = 0
                          and p.due_at <= now())
                      then 0
-                     else ${urgentSlotsOf(sql`l.max_in_flight`, sql`d.resource`, limits)}
+                     else ${urgentSlotsOf(
+                       sql`l.max_in_flight`,
+                       sql`d.resource`,
+                       limits,
+                       sql`(select count(*) from task_steps u
+                            where u.status in ('dispatched', 'running') and u.resource = d.resource
+                              and u.priority = 0)`,
+                     )}
                    end as has_room
         from ready_resources d
         cross join lateral (select ${resourceLimitOf(sql`d.resource`, limits)} as max_in_flight) l

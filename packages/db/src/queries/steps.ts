@@ -74,8 +74,9 @@ export interface AdmissionSettings {
   readonly urgentReserve?: number;
   /**
    * The urgent-wait guard's caps, by resource: while a resource's P0 steps wait longer than their
-   * target, P1–P3 steps are admitted there only while fewer steps than the cap are in flight
-   * (P0 may still take every slot). It widens the urgent reserve to everything above the cap.
+   * target, P1–P3 steps are admitted there only while fewer P1–P3 steps than the cap are in flight
+   * (P0 may still take every slot). It widens the urgent reserve to everything above the cap and
+   * the P0 steps in flight.
    */
   readonly lowerPriorityCaps?: Readonly<Record<string, number>>;
 }
@@ -269,7 +270,7 @@ export function claimReadyStepsStatement(
   // Slots a step must leave free: P1–P3 the urgent reserve; a throttled priority the throttle
   // reserve (rounded up, but always one slot for it); the larger of the two when both apply.
   const urgent = Math.min(0.5, Math.max(0, admission.urgentReserve ?? 0));
-  const urgentSlots = sql`case when x.priority > 0 then ${urgentSlotsOf(sql`x.max_in_flight`, sql`x.resource`, admission)} else 0 end`;
+  const urgentSlots = sql`case when x.priority > 0 then ${urgentSlotsOf(sql`x.max_in_flight`, sql`x.resource`, admission, sql`x.urgent_in_flight`)} else 0 end`;
   const throttleSlots =
     throttled.length === 0
       ? sql`0`
@@ -318,7 +319,8 @@ export function claimReadyStepsStatement(
       where ${onlyResources} and ${notHeld} and ${notClosed} and s.first_due <= now()
     ),
     in_flight as (
-      select s.resource, s.tenant_id, count(*)::int as n
+      select s.resource, s.tenant_id, count(*)::int as n,
+        count(*) filter (where s.priority = 0)::int as urgent_n
       from task_steps s
       where s.status in ('dispatched', 'running')
         and s.resource in (select resource from groups)
@@ -331,7 +333,9 @@ export function claimReadyStepsStatement(
     room as (
       select l.resource, l.max_in_flight,
         l.max_in_flight
-          - coalesce((select sum(f.n) from in_flight f where f.resource = l.resource), 0) as room
+          - coalesce((select sum(f.n) from in_flight f where f.resource = l.resource), 0) as room,
+        coalesce((select sum(f.urgent_n) from in_flight f where f.resource = l.resource), 0)
+          as urgent_in_flight
       from limits l
     ),
     -- Only the oldest \`room\` steps of each (resource, tenant, priority) can be admitted: within one
@@ -391,7 +395,7 @@ export function claimReadyStepsStatement(
       where p.cap is null or p.position <= p.cap
     ),
     admitted as (
-      select o.*, room.room, room.max_in_flight
+      select o.*, room.room, room.max_in_flight, room.urgent_in_flight
       from ordered o
       join room on room.resource = o.resource
       where o.resource_rank <= room.room
