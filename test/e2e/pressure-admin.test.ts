@@ -8,9 +8,12 @@
  * - SetOverride (SDK and CLI) writes the override Postgres then holds, replacing the previous one
  *   of the same target; ClearOverride (CLI) clears it, and a second clear is NOT_FOUND;
  * - bad input is INVALID_ARGUMENT naming the field, with nothing written; a tenant key is
- *   PERMISSION_DENIED and no key UNAUTHENTICATED, for all three RPCs.
+ *   PERMISSION_DENIED and no key UNAUTHENTICATED, for all three RPCs;
+ * - GetPressure and `sluice pressure` list the urgent-wait guard caps the schedulers announce (the
+ *   test sends the notices a scheduler would).
  */
 import assert from 'node:assert/strict';
+import { setTimeout as delay } from 'node:timers/promises';
 import { after, before, describe, it } from 'node:test';
 import * as grpc from '@grpc/grpc-js';
 import { JetStreamApiError, jetstreamManager } from '@nats-io/jetstream';
@@ -22,6 +25,7 @@ import {
   connectNats,
   DECISIONS_KEY,
   encodeDecision,
+  encodeGuardCaps,
   type GovernorDecision,
 } from '@sluice/bus';
 import { natsUrl } from '@sluice/bus/testing';
@@ -147,7 +151,13 @@ async function putDecision(decision: GovernorDecision): Promise<void> {
 describe('GetPressure', () => {
   it('answers "no decision, stale" before any governor created its bucket', async () => {
     const response = await admin.getPressure();
-    assert.deepEqual(response, { decision: null, stale: true, breakers: [], overrides: [] });
+    assert.deepEqual(response, {
+      decision: null,
+      stale: true,
+      breakers: [],
+      overrides: [],
+      guard_caps: [],
+    });
   });
 
   it('shows the stored decision, every field mapped, and calls it fresh', async () => {
@@ -348,12 +358,47 @@ describe('overrides', () => {
       );
     }
     assert.doesNotMatch(shown.out, /STALE/);
+    assert.match(shown.out, /^no urgent-wait caps$/m);
 
     const json = await sluice(['pressure', '--json']);
     assert.equal(json.code, 0, json.err);
     const parsed = JSON.parse(json.out) as { overrides: unknown[]; stale: boolean };
     assert.equal(parsed.overrides.length, 3);
     assert.equal(parsed.stale, false);
+  });
+
+  it('GetPressure and sluice pressure list the urgent-wait caps the schedulers announce', async () => {
+    const send = (scheduler_id: string, caps: Record<string, number>) =>
+      nc.publish(fx.catalog.subjects.guardCaps, encodeGuardCaps({ scheduler_id, caps }));
+    send('scheduler-a', { llm: 3, 'tool:http': 0 });
+    send('scheduler-b', { llm: 1 });
+    const deadline = Date.now() + 10_000;
+    let listed = (await admin.getPressure()).guard_caps;
+    while (listed.length < 2 || listed[0]?.cap !== 1) {
+      assert.ok(Date.now() < deadline, `the caps never showed: ${JSON.stringify(listed)}`);
+      await delay(20);
+      listed = (await admin.getPressure()).guard_caps;
+    }
+    assert.deepEqual(
+      listed,
+      [
+        { resource: 'llm', cap: 1 },
+        { resource: 'tool:http', cap: 0 },
+      ],
+      'the lowest of the schedulers, by resource',
+    );
+    const shown = await sluice(['pressure']);
+    assert.equal(shown.code, 0, shown.err);
+    assert.match(shown.out, /^URGENT-WAIT CAP +P1-P3 IN FLIGHT$/m);
+    assert.match(shown.out, /^llm +1$/m);
+    assert.match(shown.out, /^tool:http +0 \(held\)$/m);
+
+    send('scheduler-a', {});
+    send('scheduler-b', {});
+    while ((await admin.getPressure()).guard_caps.length > 0) {
+      assert.ok(Date.now() < deadline, 'the lifted caps stayed');
+      await delay(20);
+    }
   });
 
   it('sluice pressure clear clears an override; a second clear is NOT_FOUND', async () => {

@@ -63,6 +63,7 @@ export type {
   ClearOverrideResponse,
   GetPressureRequest,
   GetPressureResponse,
+  GuardCap,
   Override,
   OverrideKind,
   PressureDecision,

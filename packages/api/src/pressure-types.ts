@@ -103,6 +103,13 @@ export interface Override {
   expire_time: Timestamp | null;
 }
 
+/** `sluice.v1.GuardCap`. */
+export interface GuardCap {
+  resource: string;
+  /** 0: lower priorities held there. */
+  cap: number;
+}
+
 /** `sluice.v1.GetPressureRequest`. */
 export type GetPressureRequest = Record<string, never>;
 
@@ -113,6 +120,8 @@ export interface GetPressureResponse {
   stale: boolean;
   breakers: Breaker[];
   overrides: Override[];
+  /** In the order of their resources. */
+  guard_caps: GuardCap[];
 }
 
 /** `sluice.v1.SetOverrideRequest`, as received. */

@@ -83,6 +83,7 @@ describe('startGuardCapsView', () => {
       await until('b holds llm', () => view.capOf('llm') === 0);
       assert.equal(view.capOf('tool:http'), 2);
       assert.equal(view.capOf('browser'), undefined);
+      assert.deepEqual(view.all(), { llm: 0, 'tool:http': 2 });
 
       // b lifts its caps: a's stands alone.
       send('b', {});
@@ -94,6 +95,7 @@ describe('startGuardCapsView', () => {
       assert.equal(view.capOf('llm'), 4);
       clock = 1_001;
       assert.equal(view.capOf('llm'), undefined);
+      assert.deepEqual(view.all(), {});
 
       nc.publish(subject, encoder.encode('{"scheduler_id":"c","caps":{"llm":"x"}}'));
       await until('the malformed notice was noticed', () => warnings.length === 1);

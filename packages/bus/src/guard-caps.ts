@@ -93,6 +93,8 @@ export interface GuardCapsView {
    * `undefined` when none caps it.
    */
   capOf(resource: string): number | undefined;
+  /** Every capped resource with its lowest cap, as {@link capOf} gives it, by resource name. */
+  all(): Readonly<Record<string, number>>;
   stop(): void;
 }
 
@@ -125,19 +127,33 @@ export function startGuardCapsView(options: GuardCapsViewOptions): GuardCapsView
       }
     },
   });
+  /** The caps of the schedulers heard from lately, forgetting the others. */
+  const fresh = (): Readonly<Record<string, number>>[] => {
+    const at = now();
+    const current: Readonly<Record<string, number>>[] = [];
+    for (const [scheduler, entry] of latest) {
+      if (at - entry.at > freshMs) latest.delete(scheduler);
+      else current.push(entry.caps);
+    }
+    return current;
+  };
   return {
     capOf(resource) {
       let lowest: number | undefined;
-      const at = now();
-      for (const [scheduler, entry] of latest) {
-        if (at - entry.at > freshMs) {
-          latest.delete(scheduler);
-          continue;
-        }
-        const cap = entry.caps[resource];
+      for (const caps of fresh()) {
+        const cap = caps[resource];
         if (cap !== undefined && (lowest === undefined || cap < lowest)) lowest = cap;
       }
       return lowest;
+    },
+    all() {
+      const lowest: Record<string, number> = {};
+      for (const caps of fresh()) {
+        for (const [resource, cap] of Object.entries(caps)) {
+          lowest[resource] = Math.min(cap, lowest[resource] ?? cap);
+        }
+      }
+      return Object.fromEntries(Object.entries(lowest).sort(([a], [b]) => a.localeCompare(b)));
     },
     stop() {
       subscription.unsubscribe();

@@ -156,6 +156,7 @@ export async function startGateway(
         log: logger,
         governorKv: governorBucket,
         decisionStaleMs: config.SLUICE_DECISION_STALE_MS,
+        guardCaps,
         wakeScheduler: () =>
           nc?.publish(
             catalog.subjects.wake('scheduler'),

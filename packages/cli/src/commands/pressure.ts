@@ -118,7 +118,10 @@ function expiry(override: Override, now: Date): string {
   return `${formatTimestamp(override.expire_time)} (${formatRelative(override.expire_time, now)})`;
 }
 
-/** What `sluice pressure` shows: the decision, its signals, the breakers and the overrides. */
+/**
+ * What `sluice pressure` shows: the decision, its signals, the breakers, the overrides and the
+ * urgent-wait guard's caps.
+ */
 export function renderPressure(response: PressureResponse, now: Date): string {
   const lines = decisionLines(response.decision, response.stale, now);
   lines.push('');
@@ -153,6 +156,19 @@ export function renderPressure(response: PressureResponse, now: Date): string {
           expiry(o, now),
           oneLine(o.reason),
         ]),
+      ]),
+    );
+  }
+  lines.push('');
+  // Older gateways do not send them.
+  const guardCaps = response.guard_caps ?? [];
+  if (guardCaps.length === 0) {
+    lines.push('no urgent-wait caps');
+  } else {
+    lines.push(
+      ...table([
+        ['URGENT-WAIT CAP', 'P1-P3 IN FLIGHT'],
+        ...guardCaps.map((g) => [g.resource, g.cap === 0 ? '0 (held)' : String(g.cap)]),
       ]),
     );
   }

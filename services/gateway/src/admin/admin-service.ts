@@ -21,6 +21,7 @@ import {
   type Database,
 } from '@sluice/db';
 import type { KV } from '@nats-io/kv';
+import type { GuardCapsView } from '@sluice/bus';
 import type { Logger } from '@sluice/telemetry';
 import { alreadyExists, failedPrecondition, invalidArgument, notFound } from '../grpc/index.js';
 import type { AdminServiceHandlers } from '../grpc/admin-service.js';
@@ -41,6 +42,8 @@ export interface AdminServiceDeps {
   readonly governorKv: KV;
   /** Age after which `GetPressure` calls the governor's decision stale (default 10 s). */
   readonly decisionStaleMs?: number;
+  /** The schedulers' urgent-wait guard caps, which `GetPressure` lists. */
+  readonly guardCaps?: GuardCapsView;
 }
 
 /** Longest accepted display name, in characters (code points). */
@@ -66,6 +69,7 @@ export function createAdminService(deps: AdminServiceDeps): AdminServiceHandlers
       log,
       governorKv: deps.governorKv,
       ...(deps.decisionStaleMs === undefined ? {} : { decisionStaleMs: deps.decisionStaleMs }),
+      ...(deps.guardCaps === undefined ? {} : { guardCaps: deps.guardCaps }),
     }),
 
     async CreateTenant(call) {

@@ -1,6 +1,6 @@
 /**
- * AdminService's backpressure RPCs: `GetPressure` (what the governor decides and why, its breakers
- * and the overrides in force) and `SetOverride` / `ClearOverride` (a person forcing its hand).
+ * AdminService's backpressure RPCs: `GetPressure` (what the governor decides and why, its breakers,
+ * the overrides in force and the schedulers' urgent-wait guard caps) and `SetOverride` / `ClearOverride` (a person forcing its hand).
  *
  * The gateway never decides anything here: the decision is read from the governor bucket as the
  * governor wrote it, breakers and overrides from Postgres. Overrides are written to Postgres only;
@@ -22,6 +22,7 @@ import {
   isMissingGovernorBucket,
   type BreakerView,
   type GovernorDecision,
+  type GuardCapsView,
 } from '@sluice/bus';
 import {
   SluiceErrorCode,
@@ -63,6 +64,8 @@ export interface PressureDeps {
   readonly governorKv: KV;
   /** Age after which the decision counts as stale (default {@link DEFAULT_DECISION_STALE_MS}). */
   readonly decisionStaleMs?: number;
+  /** The schedulers' urgent-wait guard caps (none shown without it). */
+  readonly guardCaps?: GuardCapsView;
   /** The clock, for tests. */
   readonly now?: () => number;
 }
@@ -108,6 +111,10 @@ export function createPressureHandlers(deps: PressureDeps): PressureHandlers {
         stale: decision === undefined || now() - Date.parse(decision.decided_at) > staleAfterMs,
         breakers: breakers.map((b, i) => breakerToApi(b, transitions[i] ?? [])),
         overrides: overrides.map(overrideToApi),
+        guard_caps: Object.entries(deps.guardCaps?.all() ?? {}).map(([resource, cap]) => ({
+          resource,
+          cap,
+        })),
       };
     },
 
