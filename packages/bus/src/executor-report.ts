@@ -9,6 +9,7 @@
  * restarted executor is a new `executor_id`.
  */
 import { resourceProblem, SluiceError } from '@sluice/core';
+import { encodeJsonPayload, parseJsonPayload, type JsonPayloadKind } from './json-payload.js';
 
 /** The LLM gate's view (see the executor's `llm-gate.ts`); counters are cumulative. */
 export interface LlmGateReport {
@@ -47,8 +48,12 @@ export interface ExecutorReport {
 /** Largest report accepted. */
 export const MAX_REPORT_BYTES = 4 * 1024;
 
-const encoder = new TextEncoder();
-const decoder = new TextDecoder('utf-8', { fatal: true });
+const REPORT_PAYLOAD: JsonPayloadKind = {
+  what: 'executor report',
+  field: 'report',
+  maxBytes: MAX_REPORT_BYTES,
+  invalid: (field, problem) => invalid(field, problem),
+};
 
 /**
  * Encodes a report after checking it.
@@ -56,7 +61,7 @@ const decoder = new TextDecoder('utf-8', { fatal: true });
  * @throws SluiceError `invalid_argument` naming the field when the report is malformed.
  */
 export function encodeExecutorReport(report: ExecutorReport): Uint8Array {
-  return encoder.encode(JSON.stringify(parseExecutorReport(report)));
+  return encodeJsonPayload(parseExecutorReport(report));
 }
 
 /**
@@ -65,19 +70,7 @@ export function encodeExecutorReport(report: ExecutorReport): Uint8Array {
  * @throws SluiceError `invalid_argument` naming the field when the bytes are not a valid report.
  */
 export function decodeExecutorReport(data: Uint8Array): ExecutorReport {
-  if (data.byteLength > MAX_REPORT_BYTES) {
-    throw invalid('report', `is ${data.byteLength} bytes, more than ${MAX_REPORT_BYTES}`);
-  }
-  let value: unknown;
-  try {
-    value = JSON.parse(decoder.decode(data));
-  } catch (cause) {
-    throw new SluiceError('invalid_argument', 'executor report is not UTF-8 JSON', {
-      field: 'report',
-      cause,
-    });
-  }
-  return parseExecutorReport(value);
+  return parseExecutorReport(parseJsonPayload(data, REPORT_PAYLOAD));
 }
 
 /** Validates an already parsed value as a report. */

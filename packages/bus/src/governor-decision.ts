@@ -17,6 +17,7 @@
  * ```
  */
 import { isPriority, resourceProblem, SluiceError } from '@sluice/core';
+import { encodeJsonPayload, parseJsonPayload, type JsonPayloadKind } from './json-payload.js';
 import type { Priority } from '@sluice/core';
 
 /** The KV key of the live decision in the governor bucket. */
@@ -166,8 +167,12 @@ const MAX_REASON_LENGTH = 500;
 const MAX_ENTRIES = 256;
 const MAX_NAME_LENGTH = 200;
 
-const encoder = new TextEncoder();
-const decoder = new TextDecoder('utf-8', { fatal: true });
+const DECISION_PAYLOAD: JsonPayloadKind = {
+  what: 'governor decision',
+  field: 'decision',
+  maxBytes: MAX_DECISION_BYTES,
+  invalid: (field, problem) => invalid(field, problem),
+};
 
 /**
  * Encodes a decision as UTF-8 JSON, after checking it.
@@ -175,7 +180,7 @@ const decoder = new TextDecoder('utf-8', { fatal: true });
  * @throws SluiceError `invalid_argument` naming the field when the decision is malformed.
  */
 export function encodeDecision(decision: GovernorDecision): Uint8Array {
-  return encoder.encode(JSON.stringify(parseDecision(decision)));
+  return encodeJsonPayload(parseDecision(decision));
 }
 
 /**
@@ -185,19 +190,7 @@ export function encodeDecision(decision: GovernorDecision): Uint8Array {
  * @throws SluiceError `invalid_argument` naming the field when the bytes are not a valid decision.
  */
 export function decodeDecision(data: Uint8Array): GovernorDecision {
-  if (data.byteLength > MAX_DECISION_BYTES) {
-    throw invalid('decision', `is ${data.byteLength} bytes, more than ${MAX_DECISION_BYTES}`);
-  }
-  let value: unknown;
-  try {
-    value = JSON.parse(decoder.decode(data));
-  } catch (cause) {
-    throw new SluiceError('invalid_argument', 'governor decision is not UTF-8 JSON', {
-      field: 'decision',
-      cause,
-    });
-  }
-  return parseDecision(value);
+  return parseDecision(parseJsonPayload(data, DECISION_PAYLOAD));
 }
 
 /**

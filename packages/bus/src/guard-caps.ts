@@ -11,6 +11,7 @@
  */
 import type { NatsConnection, Subscription } from '@nats-io/transport-node';
 import { resourceProblem, SluiceError } from '@sluice/core';
+import { encodeJsonPayload, parseJsonPayload, type JsonPayloadKind } from './json-payload.js';
 
 /** One scheduler's caps of P1–P3 steps in flight, by resource (no entry: not capped). */
 export interface GuardCapsNotice {
@@ -25,8 +26,12 @@ export const GUARD_CAPS_FRESH_MS = 2_000;
 /** Largest notice accepted. */
 export const MAX_GUARD_CAPS_BYTES = 16 * 1024;
 
-const encoder = new TextEncoder();
-const decoder = new TextDecoder('utf-8', { fatal: true });
+const NOTICE_PAYLOAD: JsonPayloadKind = {
+  what: 'guard caps notice',
+  field: 'notice',
+  maxBytes: MAX_GUARD_CAPS_BYTES,
+  invalid: (field, problem) => invalid(field, problem),
+};
 
 /**
  * Encodes a notice after checking it.
@@ -34,7 +39,7 @@ const decoder = new TextDecoder('utf-8', { fatal: true });
  * @throws SluiceError `invalid_argument` naming the field when the notice is malformed.
  */
 export function encodeGuardCaps(notice: GuardCapsNotice): Uint8Array {
-  return encoder.encode(JSON.stringify(parseGuardCaps(notice)));
+  return encodeJsonPayload(parseGuardCaps(notice));
 }
 
 /**
@@ -43,19 +48,7 @@ export function encodeGuardCaps(notice: GuardCapsNotice): Uint8Array {
  * @throws SluiceError `invalid_argument` naming the field when the bytes are not a valid notice.
  */
 export function decodeGuardCaps(data: Uint8Array): GuardCapsNotice {
-  if (data.byteLength > MAX_GUARD_CAPS_BYTES) {
-    throw invalid('notice', `is ${data.byteLength} bytes, more than ${MAX_GUARD_CAPS_BYTES}`);
-  }
-  let value: unknown;
-  try {
-    value = JSON.parse(decoder.decode(data));
-  } catch (cause) {
-    throw new SluiceError('invalid_argument', 'guard caps notice is not UTF-8 JSON', {
-      field: 'notice',
-      cause,
-    });
-  }
-  return parseGuardCaps(value);
+  return parseGuardCaps(parseJsonPayload(data, NOTICE_PAYLOAD));
 }
 
 function parseGuardCaps(value: unknown): GuardCapsNotice {
