@@ -108,18 +108,6 @@ export function startGuardCapsView(options: GuardCapsViewOptions): GuardCapsView
   const freshMs = options.freshMs ?? GUARD_CAPS_FRESH_MS;
   const now = options.now ?? Date.now;
   const latest = new Map<string, { caps: Readonly<Record<string, number>>; at: number }>();
-  const subscription: Subscription = options.nc.subscribe(options.subject, {
-    callback: (error, message) => {
-      if (error) return options.log.warn({ err: error }, 'guard caps subscription failed');
-      try {
-        const notice = decodeGuardCaps(message.data);
-        if (Object.keys(notice.caps).length === 0) latest.delete(notice.scheduler_id);
-        else latest.set(notice.scheduler_id, { caps: notice.caps, at: now() });
-      } catch (decodeError) {
-        options.log.warn({ err: decodeError }, 'ignored a malformed guard caps notice');
-      }
-    },
-  });
   /** The caps of the schedulers heard from lately, forgetting the others. */
   const fresh = (): Readonly<Record<string, number>>[] => {
     const at = now();
@@ -130,6 +118,20 @@ export function startGuardCapsView(options: GuardCapsViewOptions): GuardCapsView
     }
     return current;
   };
+  const subscription: Subscription = options.nc.subscribe(options.subject, {
+    callback: (error, message) => {
+      if (error) return options.log.warn({ err: error }, 'guard caps subscription failed');
+      try {
+        const notice = decodeGuardCaps(message.data);
+        if (Object.keys(notice.caps).length === 0) latest.delete(notice.scheduler_id);
+        else latest.set(notice.scheduler_id, { caps: notice.caps, at: now() });
+        // Schedulers that stopped without a lift are forgotten here too, not only when asked.
+        fresh();
+      } catch (decodeError) {
+        options.log.warn({ err: decodeError }, 'ignored a malformed guard caps notice');
+      }
+    },
+  });
   return {
     capOf(resource) {
       let lowest: number | undefined;
