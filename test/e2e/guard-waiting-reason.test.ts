@@ -43,7 +43,7 @@ async function waitingForUntil(taskId: string, expected: RegExp): Promise<string
 }
 
 describe('GetTask names the urgent-wait guard', () => {
-  it('while a scheduler holds or caps lower priorities on the resource of the next step', async () => {
+  it('while a scheduler holds or caps lower priorities on the resource of the next step', async (t) => {
     // research-brief's first step runs on llm.
     const { task } = await client.createTask({
       type: 'research-brief',
@@ -52,8 +52,15 @@ describe('GetTask names the urgent-wait guard', () => {
     });
     assert.equal(task.status, 'TASK_STATUS_QUEUED');
     assert.equal(task.waiting_for, '', 'nothing holds it back but its turn');
-    const send = (caps: Record<string, number>) =>
-      nc.publish(fx.catalog.subjects.guardCaps, encodeGuardCaps({ scheduler_id: 's-1', caps }));
+    // As a scheduler does while it caps (every reading), so a slow poll never finds them stale.
+    let announcing: NodeJS.Timeout | undefined;
+    const send = (caps: Record<string, number>) => {
+      clearInterval(announcing);
+      const notice = encodeGuardCaps({ scheduler_id: 's-1', caps });
+      nc.publish(fx.catalog.subjects.guardCaps, notice);
+      announcing = setInterval(() => nc.publish(fx.catalog.subjects.guardCaps, notice), 250);
+    };
+    t.after(() => clearInterval(announcing));
 
     send({ llm: 0 });
     assert.equal(

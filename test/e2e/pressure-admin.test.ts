@@ -367,11 +367,16 @@ describe('overrides', () => {
     assert.equal(parsed.stale, false);
   });
 
-  it('GetPressure and sluice pressure list the urgent-wait caps the schedulers announce', async () => {
-    const send = (scheduler_id: string, caps: Record<string, number>) =>
-      nc.publish(fx.catalog.subjects.guardCaps, encodeGuardCaps({ scheduler_id, caps }));
-    send('scheduler-a', { llm: 3, 'tool:http': 0 });
-    send('scheduler-b', { llm: 1 });
+  it('GetPressure and sluice pressure list the urgent-wait caps the schedulers announce', async (t) => {
+    const notices = [
+      encodeGuardCaps({ scheduler_id: 'scheduler-a', caps: { llm: 3, 'tool:http': 0 } }),
+      encodeGuardCaps({ scheduler_id: 'scheduler-b', caps: { llm: 1 } }),
+    ];
+    const send = () => notices.forEach((n) => nc.publish(fx.catalog.subjects.guardCaps, n));
+    // Again and again, as schedulers do while they cap, so a slow call never finds them stale.
+    send();
+    const announcing = setInterval(send, 250);
+    t.after(() => clearInterval(announcing));
     const deadline = Date.now() + 10_000;
     let listed = (await admin.getPressure()).guard_caps;
     while (listed.length < 2 || listed[0]?.cap !== 1) {
@@ -393,8 +398,10 @@ describe('overrides', () => {
     assert.match(shown.out, /^llm +1$/m);
     assert.match(shown.out, /^tool:http +0 \(held\)$/m);
 
-    send('scheduler-a', {});
-    send('scheduler-b', {});
+    clearInterval(announcing);
+    for (const scheduler_id of ['scheduler-a', 'scheduler-b']) {
+      nc.publish(fx.catalog.subjects.guardCaps, encodeGuardCaps({ scheduler_id, caps: {} }));
+    }
     while ((await admin.getPressure()).guard_caps.length > 0) {
       assert.ok(Date.now() < deadline, 'the lifted caps stayed');
       await delay(20);
