@@ -116,6 +116,15 @@ function percentiles(r: ScenarioResult, key: string): string {
   return values.map((v) => formatNumber(v, 1)).join(' / ');
 }
 
+/** How long each phase's high enqueue calls took (priority.ts), p50 / p95, `–` without. */
+function enqueueByPhase(r: ScenarioResult): string {
+  const phases = ['backlog', 'idle'].map((phase) => {
+    const [p50, p95] = ['p50', 'p95'].map((p) => figureValue(r, `enqueue_${phase}_${p}`));
+    return p50 === undefined ? '–' : `${formatNumber(p50, 1)} / ${formatNumber(p95, 1)}`;
+  });
+  return phases.every((p) => p === '–') ? '–' : phases.join(' · ');
+}
+
 /** The machine's busy share while each phase's high jobs arrived (priority.ts), `–` without. */
 function machineBusy(r: ScenarioResult): string {
   const values = ['backlog', 'idle'].map((phase) => figureValue(r, `machine_busy_${phase}`));
@@ -151,8 +160,8 @@ const LATENCY_TABLES: Readonly<Record<string, (results: readonly ScenarioResult[
   'end-to-end': (results) => [...ARRIVALS_HEAD, ...results.map(arrivalsRow)],
   'idle-pickup': (results) => [...ARRIVALS_HEAD, ...results.map(arrivalsRow)],
   priority: (results) => [
-    '| System | Durability | Low backlog | High arrivals (jobs/s) | High wait in backlog p50 / p95 / p99 (ms) | … after its first second | High wait idle p50 / p95 / p99 (ms) | p95 backlog / idle | Low jobs left at the last high send | Machine busy as high jobs arrive, backlog / idle (%) | Exactly once |',
-    '| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |',
+    '| System | Durability | Low backlog | High arrivals (jobs/s) | High wait in backlog p50 / p95 / p99 (ms) | … after its first second | High wait idle p50 / p95 / p99 (ms) | p95 backlog / idle | High enqueue call p50 / p95, backlog · idle (ms) | Low jobs left at the last high send | Machine busy as high jobs arrive, backlog / idle (%) | Exactly once |',
+    '| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |',
     ...results.map(
       (r) =>
         `| ${r.system.name} | ${r.system.durability} | ${formatNumber(figureValue(r, 'low_backlog'))} | ` +
@@ -160,6 +169,7 @@ const LATENCY_TABLES: Readonly<Record<string, (results: readonly ScenarioResult[
         `${cell(r, percentiles(r, 'high_backlog'))} | ${cell(r, percentiles(r, 'high_backlog_settled'))} | ` +
         `${cell(r, percentiles(r, 'high_idle'))} | ` +
         `${cell(r, formatNumber(figureValue(r, 'p95_ratio'), 2))} | ` +
+        `${cell(r, enqueueByPhase(r))} | ` +
         `${cell(r, formatNumber(figureValue(r, 'low_left_at_last_high')))} | ` +
         `${cell(r, machineBusy(r))} | ${exactlyOnceCell(r)} |`,
     ),

@@ -124,7 +124,14 @@ test(
 const LATENCY_MEASURES: Readonly<Record<string, readonly string[]>> = {
   'end-to-end': ['start', 'complete', 'enqueue'],
   'idle-pickup': ['start', 'complete', 'enqueue'],
-  priority: ['high_backlog', 'high_idle'],
+  priority: [
+    'high_backlog',
+    'high_idle',
+    'enqueue_backlog',
+    'enqueue_idle',
+    'send_lag_backlog',
+    'send_lag_idle',
+  ],
 };
 
 /** The figures a scenario gives per phase besides its latencies. */

@@ -79,6 +79,9 @@ export class StartLog {
   }
 }
 
+/** Harness send lag (p99) above which a result says the machine was too busy to send on time. */
+export const NOTABLE_SEND_LAG_MS = 5;
+
 export interface SendTimes {
   /** How long each `enqueue` call took until the system acknowledged it (ms). */
   readonly enqueueMs: number[];

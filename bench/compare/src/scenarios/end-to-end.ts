@@ -20,6 +20,7 @@ import { SystemProcesses } from '../system-processes.js';
 import {
   COMPLETION_TIMEOUT_MS,
   handlingTimeoutMs,
+  NOTABLE_SEND_LAG_MS,
   pushLatency,
   scheduledJobs,
   sendOpenLoop,
@@ -40,8 +41,6 @@ const WARM_UP_TIMEOUT_MS = 60_000;
 const SETTLE_MS = 500;
 /** First send time this long after the arrivals are scheduled (room for the first timer tick). */
 const LEAD_MS = 20;
-/** Harness send lag (p99) above which a result says the machine was too busy to send on time. */
-const NOTABLE_SEND_LAG_MS = 5;
 
 export interface ArrivalRun {
   readonly scenario: string;
