@@ -2,8 +2,8 @@
  * `GetTask.waiting_for` names the urgent-wait guard when a scheduler holds or caps the lower
  * priorities of a queued task's resource: on a gateway running in this process against the
  * machine's real NATS and Postgres (no scheduler runs, so the task stays queued; the test sends the
- * guard caps notices a scheduler would), the reason appears with a hold, changes with a cap, and
- * goes when the scheduler lifts its caps.
+ * guard caps notices a scheduler would), the reason appears with a hold (in `sluice get` too),
+ * changes with a cap, and goes when the scheduler lifts its caps.
  */
 import assert from 'node:assert/strict';
 import { setTimeout as delay } from 'node:timers/promises';
@@ -12,17 +12,32 @@ import type { NatsConnection } from '@nats-io/transport-node';
 import { closeNats, connectNats, encodeGuardCaps } from '@sluice/bus';
 import { natsUrl } from '@sluice/bus/testing';
 import type { TaskClient } from '@sluice/sdk/client';
+import { runCli } from '../../packages/cli/src/main.js';
 import { startGatewayFixture, type GatewayFixture } from '../support/gateway-fixture.js';
 
 let fx: GatewayFixture;
 let nc: NatsConnection;
 let client: TaskClient;
+let apiKey: string;
 
 before(async () => {
   fx = await startGatewayFixture('guard_reason');
   nc = await connectNats({ url: natsUrl(), name: 'guard-waiting-reason-test' });
-  client = fx.client(await fx.tenantWithKey('acme'));
+  apiKey = await fx.tenantWithKey('acme');
+  client = fx.client(apiKey);
 });
+
+/** `sluice get <id>` in this process against the fixture's gateway: its output. */
+async function sluiceGet(taskId: string): Promise<string> {
+  const out: string[] = [];
+  const code = await runCli(['get', taskId], {
+    env: { SLUICE_ADDRESS: fx.address, SLUICE_API_KEY: apiKey },
+    output: { out: (line) => out.push(line), err: (line) => out.push(line) },
+    signal: new AbortController().signal,
+  });
+  assert.equal(code, 0, out.join('\n'));
+  return out.join('\n');
+}
 
 after(async () => {
   if (nc) await closeNats(nc);
@@ -66,6 +81,11 @@ describe('GetTask names the urgent-wait guard', () => {
     assert.equal(
       await waitingForUntil(task.task_id, /held/),
       'P0 steps on llm wait longer than their target: lower priorities are held there until they catch up',
+    );
+    // And `sluice get` says so.
+    assert.match(
+      await sluiceGet(task.task_id),
+      /^waiting +P0 steps on llm wait longer than their target/m,
     );
 
     // Another resource's cap does not concern it; a cap of its own does.

@@ -102,6 +102,17 @@ describe('renderTask', () => {
     assert.equal(fieldOf(text, 'trace'), '4bf92f3577b34da6a3ce929d0e0e4736');
     assert.equal(fieldOf(text, 'progress'), undefined, 'no progress line before any report');
     assert.equal(fieldOf(text, 'retry'), undefined);
+    assert.equal(fieldOf(text, 'waiting'), undefined, 'nothing holds it back but its turn');
+  });
+
+  it('says why a task waits beyond its turn', () => {
+    const why =
+      'the circuit breaker of tool:search is open: the step waits until it lets calls through again';
+    assert.equal(fieldOf(renderTask(taskWith({ waiting_for: why }), NOW), 'waiting'), why);
+    assert.deepEqual(snapshotDetails(taskWith({ waiting_for: why }), NOW), [
+      '3 ahead in the queue · estimated wait ~12s',
+      `waiting: ${why}`,
+    ]);
   });
 
   it('shows a running task with its step, progress and pending cancel, without queue', () => {

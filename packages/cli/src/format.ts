@@ -186,6 +186,8 @@ export function renderTask(task: Task, now: Date): string {
   if (progress !== '') lines.push(...field('progress', progress));
   lines.push(...field('attempt', String(task.attempt)));
   if (task.status === 'TASK_STATUS_QUEUED') lines.push(...field('queue', formatQueue(task)));
+  // Why its next step waits beyond its turn: an open breaker, a governor hold, the guard.
+  if (task.waiting_for !== '') lines.push(...field('waiting', task.waiting_for));
   if (task.approval) {
     const approval = task.approval;
     // The prompt as its step wrote it, lines and all: it is what the person decides on.
@@ -285,8 +287,8 @@ export function eventDataDetails(data: string): string[] {
 
 /**
  * What a fresh snapshot of the task adds to a watch line: the queue standing of a queued task,
- * the progress of a running one, the approval asked for, the error of a failed one, pending
- * requests. What the event's own details (`shown`) already say is not repeated.
+ * the progress of a running one, the approval asked for, the error of a failed one, why its next
+ * step waits beyond its turn, pending requests. What the event's own details (`shown`) already say is not repeated.
  */
 export function snapshotDetails(task: Task, now: Date, shown: readonly string[] = []): string[] {
   const says = (pattern: RegExp) => shown.some((detail) => pattern.test(detail));
@@ -317,6 +319,7 @@ export function snapshotDetails(task: Task, now: Date, shown: readonly string[] 
     default:
       break;
   }
+  if (task.waiting_for !== '') details.push(`waiting: ${task.waiting_for}`);
   if (task.cancel_requested) details.push('cancel requested');
   if (task.pause_requested) details.push('pause requested');
   return details;
