@@ -52,7 +52,7 @@ const REPORT_PAYLOAD: JsonPayloadKind = {
   what: 'executor report',
   field: 'report',
   maxBytes: MAX_REPORT_BYTES,
-  invalid: (field, problem) => invalid(field, problem),
+  invalid,
 };
 
 /**

@@ -171,7 +171,7 @@ const DECISION_PAYLOAD: JsonPayloadKind = {
   what: 'governor decision',
   field: 'decision',
   maxBytes: MAX_DECISION_BYTES,
-  invalid: (field, problem) => invalid(field, problem),
+  invalid,
 };
 
 /**

@@ -30,7 +30,7 @@ const NOTICE_PAYLOAD: JsonPayloadKind = {
   what: 'guard caps notice',
   field: 'notice',
   maxBytes: MAX_GUARD_CAPS_BYTES,
-  invalid: (field, problem) => invalid(field, problem),
+  invalid,
 };
 
 /**
@@ -108,15 +108,20 @@ export function startGuardCapsView(options: GuardCapsViewOptions): GuardCapsView
   const freshMs = options.freshMs ?? GUARD_CAPS_FRESH_MS;
   const now = options.now ?? Date.now;
   const latest = new Map<string, { caps: Readonly<Record<string, number>>; at: number }>();
-  /** The caps of the schedulers heard from lately, forgetting the others. */
-  const fresh = (): Readonly<Record<string, number>>[] => {
+  /** Each resource's lowest cap among the schedulers heard from lately, forgetting the others. */
+  const lowestCaps = (): Record<string, number> => {
     const at = now();
-    const current: Readonly<Record<string, number>>[] = [];
+    const lowest: Record<string, number> = {};
     for (const [scheduler, entry] of latest) {
-      if (at - entry.at > freshMs) latest.delete(scheduler);
-      else current.push(entry.caps);
+      if (at - entry.at > freshMs) {
+        latest.delete(scheduler);
+        continue;
+      }
+      for (const [resource, cap] of Object.entries(entry.caps)) {
+        lowest[resource] = Math.min(cap, lowest[resource] ?? cap);
+      }
     }
-    return current;
+    return lowest;
   };
   const subscription: Subscription = options.nc.subscribe(options.subject, {
     callback: (error, message) => {
@@ -126,7 +131,7 @@ export function startGuardCapsView(options: GuardCapsViewOptions): GuardCapsView
         if (Object.keys(notice.caps).length === 0) latest.delete(notice.scheduler_id);
         else latest.set(notice.scheduler_id, { caps: notice.caps, at: now() });
         // Schedulers that stopped without a lift are forgotten here too, not only when asked.
-        fresh();
+        lowestCaps();
       } catch (decodeError) {
         options.log.warn({ err: decodeError }, 'ignored a malformed guard caps notice');
       }
@@ -134,21 +139,11 @@ export function startGuardCapsView(options: GuardCapsViewOptions): GuardCapsView
   });
   return {
     capOf(resource) {
-      let lowest: number | undefined;
-      for (const caps of fresh()) {
-        const cap = caps[resource];
-        if (cap !== undefined && (lowest === undefined || cap < lowest)) lowest = cap;
-      }
-      return lowest;
+      return lowestCaps()[resource];
     },
     all() {
-      const lowest: Record<string, number> = {};
-      for (const caps of fresh()) {
-        for (const [resource, cap] of Object.entries(caps)) {
-          lowest[resource] = Math.min(cap, lowest[resource] ?? cap);
-        }
-      }
-      return Object.fromEntries(Object.entries(lowest).sort(([a], [b]) => a.localeCompare(b)));
+      const lowest = Object.entries(lowestCaps());
+      return Object.fromEntries(lowest.sort(([a], [b]) => a.localeCompare(b)));
     },
     stop() {
       subscription.unsubscribe();

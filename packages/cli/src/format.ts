@@ -288,7 +288,8 @@ export function eventDataDetails(data: string): string[] {
 /**
  * What a fresh snapshot of the task adds to a watch line: the queue standing of a queued task,
  * the progress of a running one, the approval asked for, the error of a failed one, why its next
- * step waits beyond its turn, pending requests. What the event's own details (`shown`) already say is not repeated.
+ * step waits beyond its turn, pending requests. What the event's own details (`shown`) already
+ * say is not repeated.
  */
 export function snapshotDetails(task: Task, now: Date, shown: readonly string[] = []): string[] {
   const says = (pattern: RegExp) => shown.some((detail) => pattern.test(detail));

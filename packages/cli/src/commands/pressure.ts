@@ -160,15 +160,13 @@ export function renderPressure(response: PressureResponse, now: Date): string {
     );
   }
   lines.push('');
-  // Older gateways do not send them.
-  const guardCaps = response.guard_caps ?? [];
-  if (guardCaps.length === 0) {
+  if (response.guard_caps.length === 0) {
     lines.push('no urgent-wait caps');
   } else {
     lines.push(
       ...table([
         ['URGENT-WAIT CAP', 'P1-P3 IN FLIGHT'],
-        ...guardCaps.map((g) => [g.resource, g.cap === 0 ? '0 (held)' : String(g.cap)]),
+        ...response.guard_caps.map((g) => [g.resource, g.cap === 0 ? '0 (held)' : String(g.cap)]),
       ]),
     );
   }

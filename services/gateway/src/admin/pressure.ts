@@ -1,6 +1,7 @@
 /**
  * AdminService's backpressure RPCs: `GetPressure` (what the governor decides and why, its breakers,
- * the overrides in force and the schedulers' urgent-wait guard caps) and `SetOverride` / `ClearOverride` (a person forcing its hand).
+ * the overrides in force and the schedulers' urgent-wait guard caps) and `SetOverride` /
+ * `ClearOverride` (a person forcing its hand).
  *
  * The gateway never decides anything here: the decision is read from the governor bucket as the
  * governor wrote it, breakers and overrides from Postgres. Overrides are written to Postgres only;
