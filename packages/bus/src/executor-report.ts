@@ -9,7 +9,12 @@
  * restarted executor is a new `executor_id`.
  */
 import { resourceProblem, SluiceError } from '@sluice/core';
-import { encodeJsonPayload, parseJsonPayload, type JsonPayloadKind } from './json-payload.js';
+import {
+  encodeJsonPayload,
+  jsonObject,
+  parseJsonPayload,
+  type JsonPayloadKind,
+} from './json-payload.js';
 
 /** The LLM gate's view (see the executor's `llm-gate.ts`); counters are cumulative. */
 export interface LlmGateReport {
@@ -75,7 +80,7 @@ export function decodeExecutorReport(data: Uint8Array): ExecutorReport {
 
 /** Validates an already parsed value as a report. */
 export function parseExecutorReport(value: unknown): ExecutorReport {
-  const v = object(value, 'report');
+  const v = jsonObject(value, 'report', REPORT_PAYLOAD);
   const id = v.executor_id;
   if (typeof id !== 'string' || id.length === 0 || id.length > 200) {
     throw invalid('executor_id', 'must be a string of 1 to 200 characters');
@@ -97,7 +102,7 @@ export function parseExecutorReport(value: unknown): ExecutorReport {
     at: v.at,
   };
   if (v.llm === undefined) return report;
-  const llm = object(v.llm, 'llm');
+  const llm = jsonObject(v.llm, 'llm', REPORT_PAYLOAD);
   return {
     ...report,
     llm: {
@@ -110,13 +115,6 @@ export function parseExecutorReport(value: unknown): ExecutorReport {
       latency_p95_ms: count(llm.latency_p95_ms, 'llm.latency_p95_ms'),
     },
   };
-}
-
-function object(value: unknown, field: string): Record<string, unknown> {
-  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
-    throw invalid(field, 'must be a JSON object');
-  }
-  return value as Record<string, unknown>;
 }
 
 function count(value: unknown, field: string): number {

@@ -17,7 +17,12 @@
  * ```
  */
 import { isPriority, resourceProblem, SluiceError } from '@sluice/core';
-import { encodeJsonPayload, parseJsonPayload, type JsonPayloadKind } from './json-payload.js';
+import {
+  encodeJsonPayload,
+  jsonObject,
+  parseJsonPayload,
+  type JsonPayloadKind,
+} from './json-payload.js';
 import type { Priority } from '@sluice/core';
 
 /** The KV key of the live decision in the governor bucket. */
@@ -199,10 +204,7 @@ export function decodeDecision(data: Uint8Array): GovernorDecision {
  * @throws SluiceError `invalid_argument` naming the field when it is not a valid decision.
  */
 export function parseDecision(value: unknown): GovernorDecision {
-  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
-    throw invalid('decision', 'must be a JSON object');
-  }
-  const v = value as Record<string, unknown>;
+  const v = jsonObject(value, 'decision', DECISION_PAYLOAD);
   const { epoch, holder, level, decided_at: decidedAt } = v;
   if (typeof epoch !== 'number' || !Number.isSafeInteger(epoch) || epoch < 1) {
     throw invalid('epoch', 'must be a whole number ≥ 1');

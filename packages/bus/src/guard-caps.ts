@@ -11,7 +11,12 @@
  */
 import type { NatsConnection, Subscription } from '@nats-io/transport-node';
 import { resourceProblem, SluiceError } from '@sluice/core';
-import { encodeJsonPayload, parseJsonPayload, type JsonPayloadKind } from './json-payload.js';
+import {
+  encodeJsonPayload,
+  jsonObject,
+  parseJsonPayload,
+  type JsonPayloadKind,
+} from './json-payload.js';
 
 /** One scheduler's caps of P1–P3 steps in flight, by resource (no entry: not capped). */
 export interface GuardCapsNotice {
@@ -52,13 +57,13 @@ export function decodeGuardCaps(data: Uint8Array): GuardCapsNotice {
 }
 
 function parseGuardCaps(value: unknown): GuardCapsNotice {
-  const v = object(value, 'notice');
+  const v = jsonObject(value, 'notice', NOTICE_PAYLOAD);
   const id = v.scheduler_id;
   if (typeof id !== 'string' || id.length === 0 || id.length > 200) {
     throw invalid('scheduler_id', 'must be a string of 1 to 200 characters');
   }
   const caps: Record<string, number> = {};
-  for (const [resource, cap] of Object.entries(object(v.caps, 'caps'))) {
+  for (const [resource, cap] of Object.entries(jsonObject(v.caps, 'caps', NOTICE_PAYLOAD))) {
     if (resourceProblem(resource)) throw invalid('caps', `has an invalid resource "${resource}"`);
     if (typeof cap !== 'number' || !Number.isSafeInteger(cap) || cap < 0) {
       throw invalid(`caps.${resource}`, 'must be a whole number ≥ 0');
@@ -66,13 +71,6 @@ function parseGuardCaps(value: unknown): GuardCapsNotice {
     caps[resource] = cap;
   }
   return { scheduler_id: id, caps };
-}
-
-function object(value: unknown, field: string): Record<string, unknown> {
-  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
-    throw invalid(field, 'must be a JSON object');
-  }
-  return value as Record<string, unknown>;
 }
 
 function invalid(field: string, problem: string): SluiceError {

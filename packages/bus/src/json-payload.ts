@@ -42,3 +42,19 @@ export function parseJsonPayload(data: Uint8Array, kind: JsonPayloadKind): unkno
     });
   }
 }
+
+/**
+ * `value` as a JSON object — not `null`, not an array — for reading its fields.
+ *
+ * @throws SluiceError the kind's own `invalid_argument` naming `field` when it is anything else.
+ */
+export function jsonObject(
+  value: unknown,
+  field: string,
+  kind: JsonPayloadKind,
+): Record<string, unknown> {
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+    throw kind.invalid(field, 'must be a JSON object');
+  }
+  return value as Record<string, unknown>;
+}
