@@ -181,6 +181,7 @@ export {
   TASK_EVENTS_CHANNEL,
   appendTaskEvent,
   markEventsPublished,
+  markPublishedAndReadUnpublished,
   unpublishedEvents,
 } from './queries/events.js';
 export { advanceLeaderEpoch } from './queries/leader-epochs.js';

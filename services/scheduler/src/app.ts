@@ -52,7 +52,7 @@ import { dispatchBatch, type DispatchPass } from './dispatcher.js';
 import { FreedSlots } from './freed-slots.js';
 import { PublicationRecorder } from './publication-recorder.js';
 import { FullResources, readyStepOf } from './full-resources.js';
-import { relayEventBatch } from './event-relay.js';
+import { createEventRelay, type EventRelay } from './event-relay.js';
 import { TaskHistory } from './task-history.js';
 import { applyOutcomeBatch } from './outcome-applier.js';
 import { createReconciler } from './reconciler.js';
@@ -114,6 +114,8 @@ export async function startScheduler(
   let deadLetterLease: Lease | undefined;
   let retentionLease: Lease | undefined;
   let relay: BatchLoop | undefined;
+  /** The relay of this tenure of the lease (its loop is `relay`). */
+  let eventRelay: EventRelay | undefined;
   let topologyRepair: TopologyRepair | undefined;
   let reconcile: BatchLoop | undefined;
   let advisories: BatchLoop | undefined;
@@ -402,7 +404,14 @@ export async function startScheduler(
       onAcquired: (revision) => {
         logger.info({ revision }, 'event relay lease acquired');
         // Fresh with each lease: another scheduler relayed the events in between.
-        const taskHistory = new TaskHistory();
+        const events = createEventRelay({
+          ...common,
+          js,
+          catalog,
+          taskHistory: new TaskHistory(),
+          onPublishFailed: noticeBusError('relay'),
+        });
+        eventRelay = events;
         relay = startBatchLoop({
           name: 'relay',
           pollMs: config.SLUICE_SCHEDULER_POLL_MS,
@@ -410,21 +419,17 @@ export async function startScheduler(
           idlePollMs,
           gatherMs: config.SLUICE_RELAY_GATHER_MS,
           log: logger,
-          runBatch: () =>
-            relayEventBatch({
-              ...common,
-              js,
-              catalog,
-              taskHistory,
-              onPublishFailed: noticeBusError('relay'),
-            }),
+          runBatch: () => events.runBatch(),
         });
       },
       onLost: async (reason) => {
         logger.info({ reason }, 'event relay lease lost');
         const current = relay;
+        const currentEvents = eventRelay;
         relay = undefined;
+        eventRelay = undefined;
         await current?.stop();
+        await flushEventMarks(currentEvents, logger);
       },
       onError: (error) => {
         logger.warn({ err: error }, 'event relay lease trouble');
@@ -585,4 +590,20 @@ export async function startScheduler(
       logger.info('scheduler stopped');
     },
   };
+}
+
+/**
+ * Marks what the relay of an ending tenure published (its loop stopped). A failure only costs
+ * republication: the next holder of the lease reads those events as unpublished and publishes them
+ * again, which the stream's duplicate window absorbs.
+ */
+async function flushEventMarks(relay: EventRelay | undefined, logger: Logger): Promise<void> {
+  try {
+    await relay?.flush();
+  } catch (error) {
+    logger.warn(
+      { err: error, unmarked: relay?.unmarked },
+      'event relay could not mark its last publications; they will be published again',
+    );
+  }
 }

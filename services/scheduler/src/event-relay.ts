@@ -4,12 +4,18 @@
  * publish and mark republishes, and the stream's duplicate window plus subscribers' sequence checks
  * absorb it. Only the holder of the `relay` lease runs it, so one writer keeps per-task order.
  * The events it marks are also where the task lifecycle metrics come from (task-metrics.ts).
+ *
+ * A batch's marks go with the next batch's read, one statement for both: on a quiet system each
+ * batch relays the events of one commit (a create, a step's start, its outcome), and a mark of
+ * their own cost every batch a second round trip. Marks wait at most {@link MARK_WAIT_MS} for that
+ * read; a batch then runs for them alone. So a crash republishes at most that much more, well
+ * within the stream's duplicate window (two minutes).
  */
 import type { JetStreamClient } from '@nats-io/jetstream';
 import { encodeMessage, eventMsgId, publishDurable, type BusCatalog } from '@sluice/bus';
 import {
   markEventsPublished,
-  unpublishedEvents,
+  markPublishedAndReadUnpublished,
   type Database,
   type TaskEventRecord,
 } from '@sluice/db';
@@ -17,6 +23,9 @@ import type { Logger, Metrics } from '@sluice/telemetry';
 import type { BatchReport } from './batch-loop.js';
 import type { TaskHistory } from './task-history.js';
 import { recordTaskMetrics } from './task-metrics.js';
+
+/** The longest a batch's marks wait for the next batch's read before a batch runs for them. */
+export const MARK_WAIT_MS = 100;
 
 /** What the relay needs. */
 export interface EventRelayDeps {
@@ -32,23 +41,89 @@ export interface EventRelayDeps {
   readonly onPublishFailed?: (error: unknown) => void;
 }
 
+/** The relay of one lease tenure: its batches, and the marks one batch leaves to the next. */
+export interface EventRelay {
+  /**
+   * Marks the last batch's publications, reads the next batch and publishes it. Publications are
+   * pipelined on one connection, so the stream stores them in the order sent (ascending `id`,
+   * hence ascending per-task sequence). An event whose publication failed stays unpublished and
+   * is retried with the next batch; events of the same task after it are held back too, so a
+   * task's events are never marked published out of order. Reports whether a full batch was
+   * published (more may wait), how many events it read, and when its marks are due.
+   */
+  runBatch(): Promise<BatchReport>;
+  /**
+   * Marks what was published and is not marked yet: the lease ends or the scheduler stops. Not
+   * while a batch runs.
+   */
+  flush(): Promise<void>;
+  /** Events published and not marked yet. */
+  readonly unmarked: number;
+}
+
+export function createEventRelay(deps: EventRelayDeps): EventRelay {
+  /** Published by the last batch, to be marked by the next statement. */
+  let unmarked: TaskEventRecord[] = [];
+
+  /** Counts and observes marked events (once each: see task-metrics.ts). */
+  const marked = async (events: readonly TaskEventRecord[]) => {
+    if (events.length === 0) return;
+    deps.metrics.eventsRelayed.inc(events.length);
+    await recordTaskMetrics(deps, events);
+  };
+
+  return {
+    get unmarked() {
+      return unmarked.length;
+    },
+
+    async runBatch() {
+      const marking = unmarked;
+      const events = await markPublishedAndReadUnpublished(
+        deps.db,
+        marking.map((event) => event.id),
+        deps.batchSize,
+      );
+      unmarked = [];
+      await marked(marking);
+      if (events.length === 0) return { more: false, handled: 0, idle: true };
+      const published = await publishInOrder(deps, events);
+      unmarked = published.events;
+      return {
+        more: events.length === deps.batchSize && !published.heldBack,
+        handled: events.length,
+        ...(unmarked.length > 0 ? { dueInMs: MARK_WAIT_MS } : {}),
+      };
+    },
+
+    async flush() {
+      const marking = unmarked;
+      if (marking.length === 0) return;
+      await markEventsPublished(
+        deps.db,
+        marking.map((event) => event.id),
+      );
+      unmarked = [];
+      await marked(marking);
+    },
+  };
+}
+
 /**
- * Publishes one batch. Publications are pipelined on one connection, so the stream stores them in
- * the order sent (ascending `id`, hence ascending per-task sequence). An event whose publication
- * failed stays unpublished and is retried with the next batch; events of the same task after it
- * are held back too, so a task's events are never marked published out of order. Reports whether
- * a full batch was published (more may wait) and how many events it read.
+ * Publishes `events` (ascending `id`) at once; answers those published with no earlier event of
+ * their task left unpublished, and whether any was held back.
  */
-export async function relayEventBatch(deps: EventRelayDeps): Promise<BatchReport> {
-  const events = await unpublishedEvents(deps.db, deps.batchSize);
-  if (events.length === 0) return { more: false, handled: 0, idle: true };
+async function publishInOrder(
+  deps: EventRelayDeps,
+  events: readonly TaskEventRecord[],
+): Promise<{ events: TaskEventRecord[]; heldBack: boolean }> {
   const results = await Promise.allSettled(events.map((event) => publish(deps, event)));
   const blockedTasks = new Set<string>();
-  const published: number[] = [];
+  const published: TaskEventRecord[] = [];
   results.forEach((result, index) => {
     const event = events[index] as TaskEventRecord;
     if (result.status === 'fulfilled' && !blockedTasks.has(event.taskId)) {
-      published.push(event.id);
+      published.push(event);
     } else {
       blockedTasks.add(event.taskId);
       if (result.status === 'rejected') {
@@ -57,18 +132,7 @@ export async function relayEventBatch(deps: EventRelayDeps): Promise<BatchReport
       }
     }
   });
-  await markEventsPublished(deps.db, published);
-  deps.metrics.eventsRelayed.inc(published.length);
-  // Observed once marked, so each event is observed once (see task-metrics.ts).
-  const marked = new Set(published);
-  await recordTaskMetrics(
-    deps,
-    events.filter((event) => marked.has(event.id)),
-  );
-  return {
-    more: events.length === deps.batchSize && blockedTasks.size === 0,
-    handled: events.length,
-  };
+  return { events: published, heldBack: blockedTasks.size > 0 };
 }
 
 function publish(deps: EventRelayDeps, event: TaskEventRecord) {

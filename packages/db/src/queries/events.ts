@@ -61,6 +61,29 @@ export async function unpublishedEvents(
   return rows.map((row) => recordOf(taskEvents, row));
 }
 
+/**
+ * Marks the events `published` (the relay's publications of its last batch) and reads the oldest
+ * events still unpublished, in one statement: the relay's read and its previous batch's mark in
+ * one round trip. The read cannot see the mark (one statement, one snapshot), so it leaves those
+ * ids out itself.
+ */
+export async function markPublishedAndReadUnpublished(
+  executor: Executor,
+  published: readonly number[],
+  limit: number,
+): Promise<TaskEventRecord[]> {
+  if (published.length === 0) return unpublishedEvents(executor, limit);
+  const ids = idList(published);
+  const rows = await executor.execute<Record<string, unknown>>(sql`
+    with marked as (
+      update task_events set published_at = now() where id in ${ids} and published_at is null
+    )
+    select * from task_events
+    where published_at is null and id not in ${ids}
+    order by id limit ${limit}`);
+  return rows.map((row) => recordOf(taskEvents, row));
+}
+
 /** Marks events as published. */
 export async function markEventsPublished(
   executor: Executor,

@@ -1,0 +1,267 @@
+/**
+ * The event relay's batches against real Postgres and JetStream: a batch's marks go with the next
+ * batch's read (one round trip each), a batch runs for marks alone when no read comes, every event
+ * reaches the stream once and in order, and a publication that fails holds its task's later events
+ * back until a batch publishes them all.
+ */
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { jetstream, jetstreamManager, type JetStreamManager } from '@nats-io/jetstream';
+import type { NatsConnection } from '@nats-io/transport-node';
+import {
+  closeNats,
+  connectNats,
+  createBusCatalog,
+  decodeMessageOf,
+  ensureTopology,
+  type BusCatalog,
+} from '@sluice/bus';
+import { deletePrefixResources, natsUrl, uniquePrefix } from '@sluice/bus/testing';
+import {
+  appendTaskEvent,
+  createTask,
+  createTenant,
+  migrateDatabase,
+  openDatabase,
+  registerTaskType,
+  type DatabaseHandle,
+  type TaskTypeManifest,
+} from '@sluice/db';
+import {
+  createTestDatabase,
+  migratedTemplate,
+  startTurnCounter,
+  type TestDatabase,
+} from '@sluice/db/testing';
+import { createLogger, createMetrics, type Metrics } from '@sluice/telemetry';
+import { createEventRelay, MARK_WAIT_MS, type EventRelay } from './event-relay.js';
+import { TaskHistory } from './task-history.js';
+
+const manifest: TaskTypeManifest = {
+  name: 'relay-test',
+  version: 1,
+  description: '',
+  inputSchema: { type: 'object' },
+  firstStep: 'work',
+  steps: [{ name: 'work', resource: 'tool:relay', timeoutMs: 1_000, maxAttempts: 1 }],
+};
+const log = createLogger({ service: 'event-relay-test', level: 'silent' });
+
+let database: TestDatabase;
+let handle: DatabaseHandle;
+let nc: NatsConnection;
+let jsm: JetStreamManager;
+const prefixes: string[] = [];
+
+before(async () => {
+  database = await createTestDatabase({ template: await migratedTemplate(migrateDatabase) });
+  handle = openDatabase(database.url, { max: 4 });
+  await createTenant(handle.db, { id: 'acme' });
+  await registerTaskType(handle.db, manifest);
+  nc = await connectNats({ url: natsUrl(), name: 'event-relay-test' });
+  jsm = await jetstreamManager(nc);
+});
+
+after(async () => {
+  await closeNats(nc);
+  for (const prefix of prefixes) await deletePrefixResources(natsUrl(), prefix);
+  await handle?.close();
+  await database?.drop();
+});
+
+/** A catalog of its own, its streams created. */
+async function freshCatalog(): Promise<BusCatalog> {
+  const prefix = uniquePrefix('relay');
+  prefixes.push(prefix);
+  const catalog = createBusCatalog(prefix);
+  await ensureTopology(jsm, catalog);
+  return catalog;
+}
+
+/** A new task (its `create` event unpublished); its id. */
+async function newTask(): Promise<string> {
+  const { task } = await createTask(handle.db, {
+    tenantId: 'acme',
+    taskType: manifest,
+    priority: 2,
+    input: {},
+  });
+  return task.id;
+}
+
+/** One more event of the task; its sequence. */
+const progress = (taskId: string) => appendTaskEvent(handle.db, { taskId, type: 'step_progress' });
+
+/** `task:seq` of every event marked published, in id order. */
+async function markedEvents(): Promise<string[]> {
+  const rows = await handle.sql<{ event: string }[]>`
+    select task_id || ':' || seq as event from task_events
+    where published_at is not null order by id`;
+  return rows.map((row) => row.event);
+}
+
+/** `task:seq` of every notice on the catalog's events stream, in stream order. */
+async function streamedEvents(catalog: BusCatalog): Promise<string[]> {
+  const info = await jsm.streams.info(catalog.streams.events);
+  const events: string[] = [];
+  for (let seq = info.state.first_seq; seq <= info.state.last_seq && seq > 0; seq++) {
+    const message = await jsm.streams.getMessage(catalog.streams.events, { seq });
+    if (!message) throw new Error(`no message ${seq} on the events stream`);
+    const notice = decodeMessageOf('task.event', message.subject, message.data);
+    events.push(`${notice.task_id}:${notice.seq}`);
+  }
+  return events;
+}
+
+async function relayedCount(metrics: Metrics): Promise<number> {
+  const { values } = await metrics.eventsRelayed.get();
+  return values.reduce((sum, { value }) => sum + value, 0);
+}
+
+/** Runs batches until one reads nothing and nothing is left to mark. */
+async function relayAll(relay: EventRelay): Promise<void> {
+  for (;;) {
+    const report = await relay.runBatch();
+    if (report.handled === 0 && relay.unmarked === 0) return;
+  }
+}
+
+describe('event relay', () => {
+  it("marks a batch's publications with the next batch's read, one round trip a batch, and a batch of its own when none comes", async () => {
+    await relayAll(
+      createEventRelay({
+        db: handle.db,
+        js: jetstream(nc),
+        catalog: await freshCatalog(),
+        log,
+        metrics: createMetrics(),
+        batchSize: 10,
+        taskHistory: new TaskHistory(),
+      }),
+    ); // what earlier tests left
+    const proxy = await startTurnCounter(database.url);
+    const through = openDatabase(proxy.url, { max: 1 });
+    const catalog = await freshCatalog();
+    const metrics = createMetrics();
+    const relay = createEventRelay({
+      db: through.db,
+      js: jetstream(nc),
+      catalog,
+      log,
+      metrics,
+      batchSize: 10,
+      taskHistory: new TaskHistory(),
+    });
+    try {
+      const taskId = await newTask();
+      // Prepares both statements on the connection (a statement's first use asks for its
+      // parameters' types first): the read alone, then the mark with the read.
+      assert.deepEqual(await relay.runBatch(), { more: false, handled: 1, dueInMs: MARK_WAIT_MS });
+      await progress(taskId);
+      await relay.runBatch();
+
+      await progress(taskId);
+      proxy.reset();
+      assert.deepEqual(
+        await relay.runBatch(),
+        { more: false, handled: 1, dueInMs: MARK_WAIT_MS },
+        'one event read and published; its mark is due within the wait',
+      );
+      assert.equal(
+        proxy.turns(),
+        1,
+        "the last batch's mark and this batch's read in one statement",
+      );
+      assert.deepEqual(await markedEvents(), [`${taskId}:1`, `${taskId}:2`]);
+      assert.equal(relay.unmarked, 1, 'the third event is published and not marked yet');
+      assert.equal(await relayedCount(metrics), 2, 'events count as relayed once marked');
+
+      proxy.reset();
+      assert.deepEqual(await relay.runBatch(), { more: false, handled: 0, idle: true });
+      assert.equal(proxy.turns(), 1);
+      assert.deepEqual(await markedEvents(), [`${taskId}:1`, `${taskId}:2`, `${taskId}:3`]);
+      assert.equal(relay.unmarked, 0);
+      assert.equal(await relayedCount(metrics), 3);
+      assert.deepEqual(
+        await streamedEvents(catalog),
+        [`${taskId}:1`, `${taskId}:2`, `${taskId}:3`],
+        'each event on the stream once, in order',
+      );
+    } finally {
+      await through.close();
+      await proxy.close();
+    }
+  });
+
+  it('marks what it published when flushed, and publishes a full batch as more', async () => {
+    const catalog = await freshCatalog();
+    const metrics = createMetrics();
+    const relay = createEventRelay({
+      db: handle.db,
+      js: jetstream(nc),
+      catalog,
+      log,
+      metrics,
+      batchSize: 2,
+      taskHistory: new TaskHistory(),
+    });
+    await relayAll(relay); // what earlier tests left
+    const taskId = await newTask();
+    await progress(taskId);
+    await progress(taskId);
+    const first = await relay.runBatch();
+    assert.equal(first.more, true, 'a full batch: more may wait');
+    assert.deepEqual(await relay.runBatch(), {
+      more: false,
+      handled: 1,
+      dueInMs: MARK_WAIT_MS,
+    });
+    await relay.flush();
+    assert.equal(relay.unmarked, 0);
+    const marked = await markedEvents();
+    assert.deepEqual(marked.slice(-3), [`${taskId}:1`, `${taskId}:2`, `${taskId}:3`]);
+    assert.deepEqual(await streamedEvents(catalog), [`${taskId}:1`, `${taskId}:2`, `${taskId}:3`]);
+    assert.equal(await relayedCount(metrics), 3);
+    await relay.flush();
+    assert.equal(await relayedCount(metrics), 3, 'a flush with nothing to mark counts nothing');
+  });
+
+  it('leaves the events of a publication that failed unpublished, and publishes them in order once it can', async () => {
+    const catalog = await freshCatalog();
+    const relay = createEventRelay({
+      db: handle.db,
+      js: jetstream(nc),
+      catalog,
+      log,
+      metrics: createMetrics(),
+      batchSize: 10,
+      taskHistory: new TaskHistory(),
+    });
+    await relayAll(relay); // what earlier tests left
+    const taskId = await newTask();
+    await progress(taskId);
+    await jsm.streams.delete(catalog.streams.events);
+    const failed: unknown[] = [];
+    const failing = createEventRelay({
+      db: handle.db,
+      js: jetstream(nc),
+      catalog,
+      log,
+      metrics: createMetrics(),
+      batchSize: 10,
+      taskHistory: new TaskHistory(),
+      onPublishFailed: (error) => failed.push(error),
+    });
+    const report = await failing.runBatch();
+    assert.equal(report.handled, 2);
+    assert.equal(report.dueInMs, undefined, 'nothing published, so nothing to mark');
+    assert.equal(failing.unmarked, 0);
+    assert.ok(failed.length > 0, 'the failed publications were reported');
+    assert.ok(!(await markedEvents()).includes(`${taskId}:1`), 'the events stay unpublished');
+
+    await ensureTopology(jsm, catalog);
+    await relayAll(failing);
+    assert.deepEqual(await streamedEvents(catalog), [`${taskId}:1`, `${taskId}:2`]);
+    assert.deepEqual((await markedEvents()).slice(-2), [`${taskId}:1`, `${taskId}:2`]);
+  });
+});
