@@ -34,7 +34,12 @@ import {
   type TestDatabase,
 } from '@sluice/db/testing';
 import { createLogger, createMetrics, type Metrics } from '@sluice/telemetry';
-import { createEventRelay, MARK_WAIT_MS, type EventRelay } from './event-relay.js';
+import {
+  createEventRelay,
+  MARK_WAIT_MS,
+  type EventRelay,
+  type EventRelayDeps,
+} from './event-relay.js';
 import { TaskHistory } from './task-history.js';
 
 const manifest: TaskTypeManifest = {
@@ -118,6 +123,20 @@ async function relayedCount(metrics: Metrics): Promise<number> {
   return values.reduce((sum, { value }) => sum + value, 0);
 }
 
+/** A relay of its own over `catalog`, with what a test chooses in `options`. */
+function relayOf(catalog: BusCatalog, options: Partial<EventRelayDeps> = {}): EventRelay {
+  return createEventRelay({
+    db: handle.db,
+    js: jetstream(nc),
+    catalog,
+    log,
+    metrics: createMetrics(),
+    batchSize: 10,
+    taskHistory: new TaskHistory(),
+    ...options,
+  });
+}
+
 /** Runs batches until one reads nothing and nothing is left to mark. */
 async function relayAll(relay: EventRelay): Promise<void> {
   for (;;) {
@@ -128,30 +147,12 @@ async function relayAll(relay: EventRelay): Promise<void> {
 
 describe('event relay', () => {
   it("marks a batch's publications with the next batch's read, one round trip a batch, and a batch of its own when none comes", async () => {
-    await relayAll(
-      createEventRelay({
-        db: handle.db,
-        js: jetstream(nc),
-        catalog: await freshCatalog(),
-        log,
-        metrics: createMetrics(),
-        batchSize: 10,
-        taskHistory: new TaskHistory(),
-      }),
-    ); // what earlier tests left
+    await relayAll(relayOf(await freshCatalog())); // what earlier tests left
     const proxy = await startTurnCounter(database.url);
     const through = openDatabase(proxy.url, { max: 1 });
     const catalog = await freshCatalog();
     const metrics = createMetrics();
-    const relay = createEventRelay({
-      db: through.db,
-      js: jetstream(nc),
-      catalog,
-      log,
-      metrics,
-      batchSize: 10,
-      taskHistory: new TaskHistory(),
-    });
+    const relay = relayOf(catalog, { db: through.db, metrics });
     try {
       const taskId = await newTask();
       // Prepares both statements on the connection (a statement's first use asks for its
@@ -196,15 +197,7 @@ describe('event relay', () => {
   it('marks what it published when flushed, and publishes a full batch as more', async () => {
     const catalog = await freshCatalog();
     const metrics = createMetrics();
-    const relay = createEventRelay({
-      db: handle.db,
-      js: jetstream(nc),
-      catalog,
-      log,
-      metrics,
-      batchSize: 2,
-      taskHistory: new TaskHistory(),
-    });
+    const relay = relayOf(catalog, { metrics, batchSize: 2 });
     await relayAll(relay); // what earlier tests left
     const taskId = await newTask();
     await progress(taskId);
@@ -228,30 +221,13 @@ describe('event relay', () => {
 
   it('leaves the events of a publication that failed unpublished, and publishes them in order once it can', async () => {
     const catalog = await freshCatalog();
-    const relay = createEventRelay({
-      db: handle.db,
-      js: jetstream(nc),
-      catalog,
-      log,
-      metrics: createMetrics(),
-      batchSize: 10,
-      taskHistory: new TaskHistory(),
-    });
+    const relay = relayOf(catalog);
     await relayAll(relay); // what earlier tests left
     const taskId = await newTask();
     await progress(taskId);
     await jsm.streams.delete(catalog.streams.events);
     const failed: unknown[] = [];
-    const failing = createEventRelay({
-      db: handle.db,
-      js: jetstream(nc),
-      catalog,
-      log,
-      metrics: createMetrics(),
-      batchSize: 10,
-      taskHistory: new TaskHistory(),
-      onPublishFailed: (error) => failed.push(error),
-    });
+    const failing = relayOf(catalog, { onPublishFailed: (error) => failed.push(error) });
     const report = await failing.runBatch();
     assert.equal(report.handled, 2);
     assert.equal(report.dueInMs, undefined, 'nothing published, so nothing to mark');
