@@ -206,9 +206,7 @@ export async function startScheduler(
     };
     const admissionSettings = (): AdmissionSettings => {
       const settings = admission.settings();
-      return urgentGuard
-        ? { ...settings, lowerPriorityCaps: urgentGuard.admissionCaps() }
-        : settings;
+      return urgentGuard ? { ...settings, lowerPriorityCaps: urgentGuard.caps() } : settings;
     };
     const fullResources = new FullResources();
     const freedSlots = new FreedSlots();

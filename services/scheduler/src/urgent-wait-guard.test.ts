@@ -40,7 +40,6 @@ describe('the urgent-wait guard', () => {
     const guard = new UrgentWaitGuard({ targetMs: TARGET_MS });
     assert.deepEqual(guard.assess(reading({ llm: waitsAt(TARGET_MS) }, { llm: 60 }), 0), []);
     assert.deepEqual(guard.caps(), {});
-    assert.deepEqual(guard.admissionCaps(), {});
   });
 
   it('cuts by how far the wait overshoots, between a quarter and three quarters of what is in flight', () => {
@@ -81,7 +80,6 @@ describe('the urgent-wait guard', () => {
     const guard = new UrgentWaitGuard({ targetMs: TARGET_MS, floor: 0 });
     guard.assess(reading({ llm: waitsAt(1_000) }, { llm: 3 }, { llm: 4 }), 0);
     assert.deepEqual(guard.caps(), { llm: 0 }, 'a quarter of 3, rounded down: held');
-    assert.deepEqual(guard.admissionCaps(), { llm: 0 }, 'the claim counts P1–P3 against it');
     // Still too long once the held steps finished: stays held.
     assert.deepEqual(guard.assess(reading({ llm: waitsAt(400) }, { llm: 0 }), 250), []);
     // Within the target: one step, then an eighth (at least one) per reading.
@@ -132,19 +130,17 @@ describe('the urgent-wait guard', () => {
       { resource: 'llm', cap: undefined, previous: 30 },
     ]);
     assert.deepEqual(guard.caps(), {});
-    assert.deepEqual(guard.admissionCaps(), {});
   });
 
   it('hands a claim the caps of P1–P3 steps, the same object until a reading changes them', () => {
     const guard = new UrgentWaitGuard({ targetMs: TARGET_MS });
     guard.assess(reading({ llm: waitsAt(100) }, { llm: 40 }, { llm: 5 }), 0);
-    assert.deepEqual(guard.caps(), { llm: 20 }, 'from the P1–P3 steps in flight');
-    assert.deepEqual(guard.admissionCaps(), { llm: 20 }, 'the claim counts P0 apart');
-    const before = guard.admissionCaps();
+    assert.deepEqual(guard.caps(), { llm: 20 }, 'from the P1–P3 steps in flight, P0 apart');
+    const before = guard.caps();
     guard.assess(reading({}, { llm: 30 }, { llm: 9 }), 250);
-    assert.equal(guard.admissionCaps(), before, 'no change, P0 in flight or not: the same object');
+    assert.equal(guard.caps(), before, 'no change, P0 in flight or not: the same object');
     guard.assess(reading({ llm: waitsAt(10) }, { llm: 20 }, { llm: 9 }), 500);
-    assert.deepEqual(guard.admissionCaps(), { llm: 22 });
+    assert.deepEqual(guard.caps(), { llm: 22 });
   });
 
   it('caps each resource by its own P0 waits', () => {

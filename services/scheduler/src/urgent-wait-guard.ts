@@ -100,7 +100,7 @@ export class UrgentWaitGuard {
   /** When each resource's last onset reading found no flood to cut. */
   readonly #quietOnsetMs = new Map<string, number>();
   #lastUrgentClaimMs = Number.NEGATIVE_INFINITY;
-  #admissionView: Readonly<Record<string, number>> = {};
+  #capsView: Readonly<Record<string, number>> = {};
 
   constructor(options: UrgentWaitGuardOptions) {
     this.#targetMs = options.targetMs;
@@ -136,20 +136,16 @@ export class UrgentWaitGuard {
     return this.#caps.size > 0 || nowMs - this.#lastUrgentClaimMs < this.#watchForMs;
   }
 
-  /** The caps of P1–P3 steps in flight, by resource. */
-  caps(): Readonly<Record<string, number>> {
-    return Object.fromEntries(this.#caps);
-  }
-
   /**
-   * The caps as a claim takes them (P1–P3 steps in flight, which the claim counts apart from P0's):
-   * {@link caps}, but the same object until a reading changes them. (They once went to the claim
-   * as a count of every priority, with the P0 steps in flight at the last reading added, and each
-   * P0 step that finished between two readings opened a slot to lower priorities: at 49 P0
-   * arrivals a second, ~28 low steps a second got through a hold, docs/benchmarks reading 23.)
+   * The caps of P1–P3 steps in flight, by resource, as the claims take them (they count the P1–P3
+   * steps in flight apart from P0's) and the scheduler announces them: the same object until a
+   * reading changes them. (They once went to the claim as a count of every priority, with the P0
+   * steps in flight at the last reading added, and each P0 step that finished between two readings
+   * opened a slot to lower priorities: at 49 P0 arrivals a second, ~28 low steps a second got
+   * through a hold, docs/benchmarks reading 23.)
    */
-  admissionCaps(): Readonly<Record<string, number>> {
-    return this.#admissionView;
+  caps(): Readonly<Record<string, number>> {
+    return this.#capsView;
   }
 
   /** Moves the caps on by one reading; returns what changed. */
@@ -175,7 +171,7 @@ export class UrgentWaitGuard {
             : this.#quiet(resource, nowMs);
       if (change) changes.push(change);
     }
-    if (changes.length > 0) this.#admissionView = Object.fromEntries(this.#caps);
+    if (changes.length > 0) this.#capsView = Object.fromEntries(this.#caps);
     return changes;
   }
 
