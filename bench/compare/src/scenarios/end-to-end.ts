@@ -20,8 +20,8 @@ import { SystemProcesses } from '../system-processes.js';
 import {
   COMPLETION_TIMEOUT_MS,
   handlingTimeoutMs,
-  NOTABLE_SEND_LAG_MS,
   pushLatency,
+  pushSendFigures,
   scheduledJobs,
   sendOpenLoop,
   sinceScheduled,
@@ -160,13 +160,7 @@ async function measure(
     } else {
       frame.notes.push('offers no way to observe completions here: no completion figures');
     }
-    pushLatency(frame.figures, 'enqueue', 'enqueue call', times.enqueueMs);
-    const lag = pushLatency(frame.figures, 'send_lag', 'harness send lag', times.sendLagMs);
-    if (lag !== undefined && lag.p99 > NOTABLE_SEND_LAG_MS) {
-      frame.notes.push(
-        `the harness sent late (its own lag p50 ${lag.p50.toFixed(1)} ms, p99 ${lag.p99.toFixed(1)} ms: a busy machine); the latencies include it`,
-      );
-    }
+    pushSendFigures(frame, times);
   } finally {
     clearInterval(ticker);
   }

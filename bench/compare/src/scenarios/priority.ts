@@ -29,8 +29,8 @@ import type { Scenario, ScenarioContext, ScenarioResult } from '../scenario.js';
 import type { Job, QueueSystem, SystemInfo } from '../system.js';
 import {
   handlingTimeoutMs,
-  NOTABLE_SEND_LAG_MS,
   pushLatency,
+  pushSendFigures,
   scheduledJobs,
   sendOpenLoop,
   sinceScheduled,
@@ -238,20 +238,10 @@ async function phase(
       sent += 1;
       if (sent === jobs.length) run.onLastSent?.();
     });
-    // A high job's wait counts from its scheduled send: how late the harness itself sent it, and
-    // how long the system took to accept it, are parts of that wait a reading must tell apart.
-    pushLatency(frame.figures, `enqueue_${run.name}`, `enqueue call, ${run.name}`, times.enqueueMs);
-    const lag = pushLatency(
-      frame.figures,
-      `send_lag_${run.name}`,
-      `harness send lag, ${run.name}`,
-      times.sendLagMs,
-    );
-    if (lag !== undefined && lag.p99 > NOTABLE_SEND_LAG_MS) {
-      frame.notes.push(
-        `the harness sent the ${run.name} phase's high jobs late (its own lag p50 ${lag.p50.toFixed(1)} ms, p99 ${lag.p99.toFixed(1)} ms: a busy machine); their waits include it`,
-      );
-    }
+    pushSendFigures(frame, times, {
+      name: run.name,
+      jobs: `the ${run.name} phase's high jobs`,
+    });
     frame.figures.push({
       key: `machine_busy_${run.name}`,
       label: `machine busy while the ${run.name} phase's high jobs arrive`,
