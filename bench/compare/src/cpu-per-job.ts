@@ -35,6 +35,12 @@ export interface CpuPerJob {
   readonly machine: number;
 }
 
+/** Something else measured over the window's jobs (the server's work: postgres-work.ts). */
+export interface WindowListener {
+  opened(started: number): void;
+  closed(started: number): void;
+}
+
 export class CpuPerJobWindow {
   #opened: Reading | undefined;
   #measured: CpuPerJob | undefined;
@@ -43,6 +49,8 @@ export class CpuPerJobWindow {
     private readonly processes: SystemProcesses,
     /** How many measured jobs the run sends. */
     private readonly jobs: number,
+    /** Told the starts when the window opens and closes, to measure over the same jobs. */
+    private readonly listener?: WindowListener,
   ) {}
 
   /**
@@ -52,11 +60,15 @@ export class CpuPerJobWindow {
   observe(started: number): void {
     if (this.#measured !== undefined) return;
     if (this.#opened === undefined) {
-      if (started >= this.jobs * WINDOW_OPENS) this.#opened = this.read(started);
+      if (started >= this.jobs * WINDOW_OPENS) {
+        this.#opened = this.read(started);
+        this.listener?.opened(started);
+      }
       return;
     }
     if (started < this.jobs * WINDOW_CLOSES || started <= this.#opened.started) return;
     const closed = this.read(started);
+    this.listener?.closed(started);
     const jobs = closed.started - this.#opened.started;
     const cpu = this.processes.sampler.cpuSince(this.#opened.cpu);
     const perJob = (seconds: number) => (seconds * 1_000) / jobs;

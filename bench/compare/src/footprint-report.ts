@@ -13,6 +13,19 @@ function cpuCell(r: ScenarioResult, key: string, digits = 2): string {
   return client === undefined ? total : `${total} (+ client ${formatNumber(client, digits)})`;
 }
 
+/**
+ * Postgres's work per job enqueued and processed (postgres-work.ts), for the systems that keep
+ * their jobs there; a dash for the others.
+ */
+function postgresWorkCell(r: ScenarioResult): string {
+  const value = (kind: string, phase: string) => figureValue(r, `${kind}:${phase}`);
+  if (value('pg_transactions_per_job', 'enqueue') === undefined) return '–';
+  return (
+    `${formatNumber(value('pg_transactions_per_job', 'enqueue'), 2)} / ${formatNumber(value('pg_transactions_per_job', 'processing'), 2)}; ` +
+    `${formatNumber(value('pg_wal_kb_per_job', 'enqueue'), 1)} / ${formatNumber(value('pg_wal_kb_per_job', 'processing'), 1)} KB`
+  );
+}
+
 function variant(r: ScenarioResult): string {
   return r.system.batched ? 'batched' : 'one-at-a-time';
 }
@@ -39,8 +52,8 @@ function processRows(r: ScenarioResult): string[] {
 
 export function footprintTable(results: readonly ScenarioResult[]): string[] {
   return [
-    '| System | Variant | Durability | Backlog (jobs) | Enqueue (jobs/s) | Processing (jobs/s) | CPU s per 1,000 enqueued | CPU s per 1,000 processed | CPU idle (% of a core) | Memory with the backlog (MB) | Exactly once |',
-    '| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |',
+    '| System | Variant | Durability | Backlog (jobs) | Enqueue (jobs/s) | Processing (jobs/s) | CPU s per 1,000 enqueued | CPU s per 1,000 processed | CPU idle (% of a core) | Memory with the backlog (MB) | Postgres per job enqueued / processed: write transactions; WAL | Exactly once |',
+    '| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |',
     ...results.map((r) => {
       const good = ok(r);
       const cell = (text: string) => (good ? text : 'failed');
@@ -48,7 +61,7 @@ export function footprintTable(results: readonly ScenarioResult[]): string[] {
         `| ${r.system.name} | ${variant(r)} | ${r.system.durability} | ${r.count} | ` +
         `${cell(formatNumber(figureValue(r, 'enqueue_rate'), 0))} | ${cell(formatNumber(figureValue(r, 'processing_rate'), 0))} | ` +
         `${cell(cpuCell(r, 'cpu_enqueue_per_1k'))} | ${cell(cpuCell(r, 'cpu_processing_per_1k'))} | ` +
-        `${cell(cpuCell(r, 'idle_cpu_percent', 1))} | ${cell(formatNumber(figureValue(r, 'backlog_mb'), 1))} | ` +
+        `${cell(cpuCell(r, 'idle_cpu_percent', 1))} | ${cell(formatNumber(figureValue(r, 'backlog_mb'), 1))} | ${cell(postgresWorkCell(r))} | ` +
         `${good ? 'yes' : `**FAILED**: ${(r.failure ?? '').replaceAll('|', '\\|').replaceAll('\n', ' ')}`} |`
       );
     }),
@@ -59,6 +72,6 @@ export function footprintTable(results: readonly ScenarioResult[]): string[] {
     '| --- | --- | --- | ---: | ---: | ---: | ---: | ---: |',
     ...results.filter(ok).flatMap(processRows),
     '',
-    'CPU: user + system seconds per 1,000 jobs of the system’s processes, and of the bench process where the workers run in it (a client only is shown apart); idle: the set-up system over 2 s with nothing to do (or as the notes say, with --idle-seconds), which every phase pays for as long as it lasts. Memory: resident (VmRSS), sampled every 250 ms; Postgres backends: the connections to the run’s database summed, their own pages only (RssAnon; the shared buffers and the server’s background processes are not attributed). Δ: a server the machine shares (its nats-server, its Redis): its growth over the run, and CPU time that includes any other use meanwhile.',
+    'CPU: user + system seconds per 1,000 jobs of the system’s processes, and of the bench process where the workers run in it (a client only is shown apart); idle: the set-up system over 2 s with nothing to do (or as the notes say, with --idle-seconds), which every phase pays for as long as it lasts. Memory: resident (VmRSS), sampled every 250 ms; Postgres backends: the connections to the run’s database summed, their own pages only (RssAnon; the shared buffers and the server’s background processes are not attributed). Δ: a server the machine shares (its nats-server, its Redis): its growth over the run, and CPU time that includes any other use meanwhile. Postgres per job: transactions that wrote (each takes a transaction id) and bytes of WAL, from the server’s own counters between the phase’s start and end — exact where CPU moves by ±10 % between runs; the enqueue’s runs until the workers start, so what a system writes after answering (Sluice’s relay marking the creates’ events) is the enqueue’s.',
   ];
 }

@@ -78,6 +78,16 @@ test(
       for (const measure of LATENCY_MEASURES[result.scenario] ?? []) {
         assertPercentiles(result, measure, name);
       }
+      // Over the CPU window's starts, when a run at smoke size lasted long enough for one.
+      const windowClosed = result.figures.some((f) => f.key === 'cpu_per_job');
+      if (
+        result.scenario === 'end-to-end' &&
+        windowClosed &&
+        POSTGRES_SYSTEMS.test(result.system.name)
+      ) {
+        const work = result.figures.find((f) => f.key === 'pg_transactions_per_job');
+        assert.ok(work !== undefined && work.value > 0, `${name}: Postgres work per job`);
+      }
       for (const key of PHASE_FIGURES[result.scenario] ?? []) {
         assert.ok(
           result.figures.some((f) => f.key === key),
@@ -120,6 +130,9 @@ test(
   },
 );
 
+/** The systems whose jobs live in Postgres, and so report the server's work per job. */
+const POSTGRES_SYSTEMS = /^(sluice|pg-boss|graphile-worker|raw-postgres)(-batched)?$/;
+
 /** The latency figures each latency scenario must report (`<key>_p50/p95/p99`, in ms). */
 const LATENCY_MEASURES: Readonly<Record<string, readonly string[]>> = {
   'end-to-end': ['start', 'complete', 'enqueue'],
@@ -160,6 +173,21 @@ function assertFootprints(results: readonly ScenarioResult[]): void {
     const value = (key: string) => result.figures.find((f) => f.key === key)?.value;
     for (const key of ['cpu_enqueue_per_1k', 'cpu_processing_per_1k', 'backlog_mb']) {
       assert.notEqual(value(key), undefined, `${name} ${key}`);
+    }
+    // The systems that keep their jobs in Postgres report its work per job, the others none.
+    const work = ['enqueue', 'processing'].flatMap((phase) =>
+      ['pg_transactions_per_job', 'pg_wal_kb_per_job'].map((kind) => value(`${kind}:${phase}`)),
+    );
+    if (POSTGRES_SYSTEMS.test(result.system.name)) {
+      assert.ok(
+        work.every((v) => v !== undefined && v > 0),
+        `${name}: Postgres work per job ${work.join(', ')}`,
+      );
+    } else {
+      assert.ok(
+        work.every((v) => v === undefined),
+        `${name}: no Postgres work`,
+      );
     }
     const peaks = result.figures.filter((f) => f.key.startsWith('peak_mb:'));
     const bench = peaks.find((f) => f.key === 'peak_mb:client' || f.key.includes('bench process'));

@@ -4,6 +4,7 @@
  * publish/consume with acks, a Postgres insert + update loop). One adapter per system and
  * variant in `systems/`; the harness never reaches into a system otherwise.
  */
+import type { PostgresWorkMark } from './postgres-work.js';
 
 /** One unit of work: a no-op task the handler acknowledges. */
 export interface Job {
@@ -65,6 +66,12 @@ export interface QueueSystem extends SystemInfo {
    * run goes on (connections and workers start later); absent: only the bench process is measured.
    */
   processes?(): Promise<readonly SystemProcess[]>;
+  /**
+   * Where the system keeps its jobs in Postgres: the server's transaction and WAL counters now
+   * (`POSTGRES_WORK_QUERY` on the adapter's own connection), for the work per job the
+   * footprint and end-to-end scenarios report beside the CPU. Absent for the other systems.
+   */
+  postgresWork?(): Promise<PostgresWorkMark>;
   /**
    * Starts observing when jobs complete (called after `setup`, before `enqueue` and
    * `startWorkers`), through what the system offers an observer: an event, a stream, its record.

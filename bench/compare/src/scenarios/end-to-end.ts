@@ -12,6 +12,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { CpuPerJobWindow } from '../cpu-per-job.js';
+import { PostgresWorkWindow } from '../postgres-work.js';
 import { Ledger } from '../ledger.js';
 import { epochNow } from '../latency.js';
 import type { Scenario, ScenarioContext, ScenarioResult } from '../scenario.js';
@@ -89,7 +90,10 @@ export async function runArrivals(run: ArrivalRun): Promise<ScenarioResult> {
         await new Promise((resolve) => setTimeout(resolve, SETTLE_MS));
         // Before the schedule is fixed: finding them may take a query.
         await processes.startFinding();
-        const cpu = new CpuPerJobWindow(processes, count);
+        // The server's work over the same starts, where the system keeps its jobs in Postgres.
+        const read = system.postgresWork?.bind(system);
+        const work = read === undefined ? undefined : new PostgresWorkWindow(read);
+        const cpu = new CpuPerJobWindow(processes, count, work);
         const jobs = scheduledJobs({
           run: token,
           prefix: 'm',
@@ -100,6 +104,11 @@ export async function runArrivals(run: ArrivalRun): Promise<ScenarioResult> {
         await measure(frame, { system, context, jobs, intervalMs, ledger, starts, watch, cpu });
         frame.figures.push(...cpu.figures());
         frame.notes.push(cpu.note());
+        if (work !== undefined) {
+          const { figures, note } = await work.result();
+          frame.figures.push(...figures);
+          if (note !== undefined) frame.notes.push(note);
+        }
         if (processes.refreshError !== undefined) {
           frame.notes.push(`processes() failed: ${processes.refreshError}`);
         }

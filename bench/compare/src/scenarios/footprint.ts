@@ -26,6 +26,7 @@
 import { randomBytes } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import { readProcess, type CpuMark, type RoleFootprint } from '../footprint-sampler.js';
+import { describePostgresWork, postgresWorkFigures, postgresWorkPerJob } from '../postgres-work.js';
 import { Ledger } from '../ledger.js';
 import type { Scenario, ScenarioContext, ScenarioResult } from '../scenario.js';
 import type { Job, QueueSystem, SystemProcess } from '../system.js';
@@ -100,6 +101,8 @@ export const footprint: Scenario = {
             );
           }
 
+          const work = system.postgresWork?.bind(system);
+          const workBefore = await work?.();
           const enqueueMark = sampler.mark();
           const enqueueSeconds = await enqueueInChunks(
             jobs,
@@ -119,6 +122,9 @@ export const footprint: Scenario = {
 
           // Marked before the workers start: their start-up in the bench process is processing
           // cost; a worker process started by `startWorkers` counts from when it is first seen.
+          // The server's work of the enqueue runs to here: what the system wrote after answering
+          // (Sluice's relay marking the creates' events) is the enqueue's.
+          const workEnqueued = await work?.();
           const processingMark: CpuMark = sampler.mark();
           const processing = await processBacklog({
             frame,
@@ -130,6 +136,7 @@ export const footprint: Scenario = {
             onProgress: (line) => progress.update(line),
           });
           const processingCpu = sampler.cpuSince(processingMark);
+          const workProcessed = await work?.();
           const processingSeconds = processing.seconds;
 
           const workersInBench = processes.workersInBench;
@@ -224,6 +231,21 @@ export const footprint: Scenario = {
                 value: idlePercent(f.role),
                 unit: '% of a core',
               },
+            );
+          }
+          if (
+            workBefore !== undefined &&
+            workEnqueued !== undefined &&
+            workProcessed !== undefined
+          ) {
+            const enqueued = postgresWorkPerJob(workBefore, workEnqueued, count);
+            const processed = postgresWorkPerJob(workEnqueued, workProcessed, count);
+            figures.push(
+              ...postgresWorkFigures(enqueued, { key: 'enqueue', label: 'enqueued' }),
+              ...postgresWorkFigures(processed, { key: 'processing', label: 'processed' }),
+            );
+            notes.push(
+              `Postgres per job (the server's counters): enqueued ${describePostgresWork(enqueued)}; processed ${describePostgresWork(processed)}`,
             );
           }
           notes.push(...footprintNotes(system, final, seen, workersInBench));

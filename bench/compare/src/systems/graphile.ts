@@ -29,6 +29,7 @@ import {
   toPayload,
 } from './peer-job.js';
 import { POSTGRES_BACKENDS_QUERY, postgresBackends } from './footprint-processes.js';
+import { POSTGRES_WORK_QUERY, postgresWorkOf, type PostgresWorkRow } from '../postgres-work.js';
 
 /** The task every benchmark job runs. */
 const TASK = 'noop';
@@ -171,6 +172,13 @@ export function createGraphileWorker(options: { batched: boolean }): GraphileSys
         'graphile-worker': await packageVersion('graphile-worker'),
         postgres: serverVersion,
       };
+    },
+
+    async postgresWork() {
+      const { rows } = await ready().withPgClient((client) =>
+        client.query<PostgresWorkRow>(POSTGRES_WORK_QUERY),
+      );
+      return postgresWorkOf(rows[0]);
     },
 
     async processes() {

@@ -24,6 +24,7 @@ import {
   type PeerPayload,
 } from './peer-job.js';
 import { POSTGRES_BACKENDS_QUERY, postgresBackends } from './footprint-processes.js';
+import { POSTGRES_WORK_QUERY, postgresWorkOf, type PostgresWorkRow } from '../postgres-work.js';
 
 /** pg-boss refuses polling intervals under half a second. */
 const POLLING_INTERVAL_SECONDS = 0.5;
@@ -168,6 +169,11 @@ export function createPgBoss(options: { batched: boolean }): PgBossSystem {
 
     async versions() {
       return { 'pg-boss': await packageVersion('pg-boss'), postgres: serverVersion };
+    },
+
+    async postgresWork() {
+      const { rows } = await ready().getDb().executeSql(POSTGRES_WORK_QUERY, []);
+      return postgresWorkOf((rows as PostgresWorkRow[])[0]);
     },
 
     async processes() {

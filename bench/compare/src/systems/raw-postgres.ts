@@ -14,6 +14,7 @@ import { chunks, forEachBounded } from '../pool.js';
 import type { Job, QueueSystem, StartOptions } from '../system.js';
 import { packageVersion } from '../versions.js';
 import { POSTGRES_BACKENDS_QUERY, postgresBackends } from './footprint-processes.js';
+import { POSTGRES_WORK_QUERY, postgresWorkOf, type PostgresWorkRow } from '../postgres-work.js';
 
 /** Rows per statement of the batched variant. */
 export const RAW_POSTGRES_BATCH = 500;
@@ -115,6 +116,10 @@ export function createRawPostgres(options: { batched: boolean }): QueueSystem {
         ? await sql<{ v: string }[]>`select current_setting('server_version') as v`
         : [];
       return { postgres: row?.v ?? 'unknown', 'postgres.js': await packageVersion('postgres') };
+    },
+
+    async postgresWork() {
+      return postgresWorkOf((await connection().unsafe<PostgresWorkRow[]>(POSTGRES_WORK_QUERY))[0]);
     },
 
     async processes() {

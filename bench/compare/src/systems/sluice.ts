@@ -28,6 +28,7 @@ import {
   POSTGRES_BACKENDS_QUERY,
   postgresBackends,
 } from './footprint-processes.js';
+import { POSTGRES_WORK_QUERY, postgresWorkOf, type PostgresWorkRow } from '../postgres-work.js';
 import type { Job, JobHandler, QueueSystem, StartOptions } from '../system.js';
 import { packageVersion } from '../versions.js';
 import { manifestOf } from '../../../../services/executor/src/task-registry.js';
@@ -176,6 +177,12 @@ export function createSluice(options: SluiceSystemOptions): QueueSystem & {
         postgres: row?.v ?? 'unknown',
         '@sluice/sdk': await packageVersion('@sluice/sdk'),
       };
+    },
+
+    async postgresWork() {
+      return postgresWorkOf(
+        (await running().handle.sql.unsafe<PostgresWorkRow[]>(POSTGRES_WORK_QUERY))[0],
+      );
     },
 
     async processes() {
