@@ -1,8 +1,8 @@
 /**
- * The event relay's batches against real Postgres and JetStream: a batch's marks go with the next
- * batch's read (one round trip each), a batch runs for marks alone when no read comes, every event
- * reaches the stream once and in order, and a publication that fails holds its task's later events
- * back until a batch publishes them all.
+ * The event relay's batches against real Postgres and JetStream: published events wait for their
+ * marks, which go with the first read once due (one round trip a batch), a batch runs for marks
+ * alone when no read comes, every event reaches the stream once and in order, and a publication
+ * that fails holds its task's later events back until a batch publishes them all.
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
@@ -146,46 +146,66 @@ async function relayAll(relay: EventRelay): Promise<void> {
 }
 
 describe('event relay', () => {
-  it("marks a batch's publications with the next batch's read, one round trip a batch, and a batch of its own when none comes", async () => {
+  it('reads without marking while marks wait, marks them with the first read once due, one round trip a batch', async () => {
     await relayAll(relayOf(await freshCatalog())); // what earlier tests left
     const proxy = await startTurnCounter(database.url);
     const through = openDatabase(proxy.url, { max: 1 });
     const catalog = await freshCatalog();
     const metrics = createMetrics();
-    const relay = relayOf(catalog, { db: through.db, metrics });
+    let clock = 0;
+    const relay = relayOf(catalog, { db: through.db, metrics, now: () => clock });
     try {
       const taskId = await newTask();
-      // Prepares both statements on the connection (a statement's first use asks for its
-      // parameters' types first): the read alone, then the mark with the read.
+      // Prepares the three statements on the connection (a statement's first use asks for its
+      // parameters' types first): the read, a read leaving one event out, marks with a read.
       assert.deepEqual(await relay.runBatch(), { more: false, handled: 1, dueInMs: MARK_WAIT_MS });
       await progress(taskId);
-      await relay.runBatch();
+      clock = 10;
+      assert.deepEqual(await relay.runBatch(), {
+        more: false,
+        handled: 1,
+        dueInMs: MARK_WAIT_MS - 10,
+      });
+      clock = MARK_WAIT_MS;
+      assert.deepEqual(await relay.runBatch(), { more: false, handled: 0, idle: true });
+      assert.deepEqual(await markedEvents(), [`${taskId}:1`, `${taskId}:2`]);
 
       await progress(taskId);
       proxy.reset();
+      clock = 200;
+      assert.deepEqual(await relay.runBatch(), { more: false, handled: 1, dueInMs: MARK_WAIT_MS });
+      await progress(taskId);
+      clock = 250;
       assert.deepEqual(
         await relay.runBatch(),
-        { more: false, handled: 1, dueInMs: MARK_WAIT_MS },
-        'one event read and published; its mark is due within the wait',
+        { more: false, handled: 1, dueInMs: 50 },
+        'the fourth event read and published; both marks due 100 ms after the third',
       );
-      assert.equal(
-        proxy.turns(),
-        1,
-        "the last batch's mark and this batch's read in one statement",
+      assert.equal(proxy.turns(), 2, 'one round trip a batch');
+      assert.deepEqual(
+        await markedEvents(),
+        [`${taskId}:1`, `${taskId}:2`],
+        'reads while the marks wait write nothing',
       );
-      assert.deepEqual(await markedEvents(), [`${taskId}:1`, `${taskId}:2`]);
-      assert.equal(relay.unmarked, 1, 'the third event is published and not marked yet');
+      assert.equal(relay.unmarked, 2);
       assert.equal(await relayedCount(metrics), 2, 'events count as relayed once marked');
 
+      clock = 299;
+      assert.deepEqual(await relay.runBatch(), { more: false, handled: 0, dueInMs: 1 });
+      assert.equal(relay.unmarked, 2, 'not due yet');
       proxy.reset();
+      clock = 300;
       assert.deepEqual(await relay.runBatch(), { more: false, handled: 0, idle: true });
-      assert.equal(proxy.turns(), 1);
-      assert.deepEqual(await markedEvents(), [`${taskId}:1`, `${taskId}:2`, `${taskId}:3`]);
+      assert.equal(proxy.turns(), 1, 'due: the marks with the read, one statement');
+      assert.deepEqual(
+        await markedEvents(),
+        [1, 2, 3, 4].map((seq) => `${taskId}:${seq}`),
+      );
       assert.equal(relay.unmarked, 0);
-      assert.equal(await relayedCount(metrics), 3);
+      assert.equal(await relayedCount(metrics), 4);
       assert.deepEqual(
         await streamedEvents(catalog),
-        [`${taskId}:1`, `${taskId}:2`, `${taskId}:3`],
+        [1, 2, 3, 4].map((seq) => `${taskId}:${seq}`),
         'each event on the stream once, in order',
       );
     } finally {
@@ -194,11 +214,11 @@ describe('event relay', () => {
     }
   });
 
-  it('marks what it published when flushed, and publishes a full batch as more', async () => {
+  it('marks at once when a batch of publications waits, and what it published when flushed', async () => {
     const catalog = await freshCatalog();
     const metrics = createMetrics();
-    const relay = relayOf(catalog, { metrics, batchSize: 2 });
-    await relayAll(relay); // what earlier tests left
+    const relay = relayOf(catalog, { metrics, batchSize: 2, now: () => 0 });
+    await relayAll(relayOf(catalog, { batchSize: 2 })); // what earlier tests left
     const taskId = await newTask();
     await progress(taskId);
     await progress(taskId);
@@ -209,6 +229,11 @@ describe('event relay', () => {
       handled: 1,
       dueInMs: MARK_WAIT_MS,
     });
+    assert.deepEqual(
+      (await markedEvents()).slice(-2),
+      [`${taskId}:1`, `${taskId}:2`],
+      'a batch of marks went with the next read, the wait notwithstanding',
+    );
     await relay.flush();
     assert.equal(relay.unmarked, 0);
     const marked = await markedEvents();

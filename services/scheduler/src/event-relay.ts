@@ -5,17 +5,20 @@
  * absorb it. Only the holder of the `relay` lease runs it, so one writer keeps per-task order.
  * The events it marks are also where the task lifecycle metrics come from (task-metrics.ts).
  *
- * A batch's marks go with the next batch's read, one statement for both: on a quiet system each
+ * Marks gather and go with a later batch's read, one statement for both: on a quiet system each
  * batch relays the events of one commit (a create, a step's start, its outcome), and a mark of
- * their own cost every batch a second round trip. Marks wait at most {@link MARK_WAIT_MS} for that
- * read; a batch then runs for them alone. So a crash republishes at most that much more, well
- * within the stream's duplicate window (two minutes).
+ * their own cost every batch a second round trip — and a write, a transaction id and a commit
+ * that waits for the disk. So the reads leave the published events out until the oldest has
+ * waited {@link MARK_WAIT_MS} (or a batch's worth are waiting), and the read after that marks
+ * them all; when no read comes by then, a batch runs for the marks alone. A crash republishes at
+ * most that much more, well within the stream's duplicate window (two minutes).
  */
 import type { JetStreamClient } from '@nats-io/jetstream';
 import { encodeMessage, eventMsgId, publishDurable, type BusCatalog } from '@sluice/bus';
 import {
   markEventsPublished,
   markPublishedAndReadUnpublished,
+  unpublishedEvents,
   type Database,
   type TaskEventRecord,
 } from '@sluice/db';
@@ -24,7 +27,10 @@ import type { BatchReport } from './batch-loop.js';
 import type { TaskHistory } from './task-history.js';
 import { recordTaskMetrics } from './task-metrics.js';
 
-/** The longest a batch's marks wait for the next batch's read before a batch runs for them. */
+/**
+ * How long published events wait for their mark: the first read after that carries the marks of
+ * all that waited, and a batch runs for them alone when no read comes.
+ */
 export const MARK_WAIT_MS = 100;
 
 /** What the relay needs. */
@@ -39,17 +45,20 @@ export interface EventRelayDeps {
   readonly taskHistory: TaskHistory;
   /** Sees each failed publication (a missing stream must be recreated before any can succeed). */
   readonly onPublishFailed?: (error: unknown) => void;
+  /** Milliseconds on a monotonic clock (default `performance.now`; tests move their own). */
+  readonly now?: () => number;
 }
 
 /** The relay of one lease tenure: its batches, and the marks one batch leaves to the next. */
 export interface EventRelay {
   /**
-   * Marks the last batch's publications, reads the next batch and publishes it. Publications are
+   * Reads the next batch and publishes it, and marks the earlier batches' publications in the
+   * same statement once they are due (see the module comment). Publications are
    * pipelined on one connection, so the stream stores them in the order sent (ascending `id`,
    * hence ascending per-task sequence). An event whose publication failed stays unpublished and
    * is retried with the next batch; events of the same task after it are held back too, so a
    * task's events are never marked published out of order. Reports whether a full batch was
-   * published (more may wait), how many events it read, and when its marks are due.
+   * published (more may wait), how many events it read, and when the waiting marks are due.
    */
   runBatch(): Promise<BatchReport>;
   /**
@@ -62,8 +71,11 @@ export interface EventRelay {
 }
 
 export function createEventRelay(deps: EventRelayDeps): EventRelay {
-  /** Published by the last batch, to be marked by the next statement. */
+  const now = deps.now ?? (() => performance.now());
+  /** Published by earlier batches, to be marked by a later statement. */
   let unmarked: TaskEventRecord[] = [];
+  /** When the oldest of {@link unmarked} was published. */
+  let unmarkedSince = 0;
 
   /** Counts and observes marked events (once each: see task-metrics.ts). */
   const marked = async (events: readonly TaskEventRecord[]) => {
@@ -71,6 +83,10 @@ export function createEventRelay(deps: EventRelayDeps): EventRelay {
     deps.metrics.eventsRelayed.inc(events.length);
     await recordTaskMetrics(deps, events);
   };
+  const markWaitLeft = () => Math.max(0, unmarkedSince + MARK_WAIT_MS - now());
+  /** The marks go with this batch's read: they waited long enough, or a batch's worth wait. */
+  const marksDue = () =>
+    unmarked.length > 0 && (unmarked.length >= deps.batchSize || markWaitLeft() === 0);
 
   return {
     get unmarked() {
@@ -78,21 +94,38 @@ export function createEventRelay(deps: EventRelayDeps): EventRelay {
     },
 
     async runBatch() {
-      const marking = unmarked;
-      const events = await markPublishedAndReadUnpublished(
-        deps.db,
-        marking.map((event) => event.id),
-        deps.batchSize,
-      );
-      unmarked = [];
-      await marked(marking);
-      if (events.length === 0) return { more: false, handled: 0, idle: true };
-      const published = await publishInOrder(deps, events);
-      unmarked = published.events;
+      let events: TaskEventRecord[];
+      if (marksDue()) {
+        const marking = unmarked;
+        events = await markPublishedAndReadUnpublished(
+          deps.db,
+          marking.map((event) => event.id),
+          deps.batchSize,
+        );
+        unmarked = [];
+        await marked(marking);
+      } else {
+        events = await unpublishedEvents(
+          deps.db,
+          deps.batchSize,
+          unmarked.map((event) => event.id),
+        );
+      }
+      const published = events.length === 0 ? undefined : await publishInOrder(deps, events);
+      if (published !== undefined && published.events.length > 0) {
+        if (unmarked.length === 0) unmarkedSince = now();
+        unmarked = unmarked.concat(published.events);
+      }
+      const waiting = unmarked.length > 0 ? { dueInMs: markWaitLeft() } : {};
+      if (published === undefined) {
+        return unmarked.length > 0
+          ? { more: false, handled: 0, ...waiting }
+          : { more: false, handled: 0, idle: true };
+      }
       return {
         more: events.length === deps.batchSize && !published.heldBack,
         handled: events.length,
-        ...(unmarked.length > 0 ? { dueInMs: MARK_WAIT_MS } : {}),
+        ...waiting,
       };
     },
 

@@ -49,15 +49,26 @@ export async function appendTaskEvent(executor: Executor, event: AppendedEvent):
   return Number(row.seq);
 }
 
-/** The oldest events the relay has not published yet, in commit-consistent `id` order. */
+/**
+ * The oldest events the relay has not published yet, in commit-consistent `id` order, but those
+ * in `leaveOut` (published by the relay, their marks not written yet). A read only: it takes no
+ * transaction id and commits nothing.
+ */
 export async function unpublishedEvents(
   executor: Executor,
   limit: number,
+  leaveOut: readonly number[] = [],
 ): Promise<TaskEventRecord[]> {
   // Written out rather than built, like the other statements the relay runs per batch: the query
   // builder's CPU per statement is a visible share of the scheduler's.
-  const rows = await executor.execute<Record<string, unknown>>(sql`
-    select * from task_events where published_at is null order by id limit ${limit}`);
+  const rows = await executor.execute<Record<string, unknown>>(
+    leaveOut.length === 0
+      ? sql`select * from task_events where published_at is null order by id limit ${limit}`
+      : sql`
+        select * from task_events
+        where published_at is null and id not in ${idList(leaveOut)}
+        order by id limit ${limit}`,
+  );
   return rows.map((row) => recordOf(taskEvents, row));
 }
 
