@@ -4,6 +4,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { connect as tcpConnect } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import { setTimeout as delay } from 'node:timers/promises';
 import { afterEach, describe, it } from 'node:test';
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
@@ -108,6 +109,23 @@ describe('startNatsServer', () => {
     await server.restart();
     assert.equal(server.running, true);
     assert.deepEqual(await storedTexts(server.url, stream), ['before restart', 'before crash']);
+  });
+
+  it('reports an exit it was not asked for, with the end of its log', async () => {
+    const reports: string[] = [];
+    await using server = await startNatsServer({ onUnexpectedExit: (r) => reports.push(r) });
+    await server.kill();
+    await server.restart();
+    await server.stop();
+    await server.restart();
+    assert.deepEqual(reports, [], 'kills, stops and restarts asked for are not reported');
+    process.kill(server.pid ?? 0, 'SIGKILL'); // a crash, or a signal from elsewhere
+    const deadline = Date.now() + 10_000;
+    while (reports.length === 0 && Date.now() < deadline) await delay(25);
+    assert.equal(reports.length, 1);
+    assert.match(reports[0] ?? '', /exited on SIGKILL, not asked to/);
+    assert.match(reports[0] ?? '', /Server is ready/, 'the end of its log');
+    assert.equal(server.running, false);
   });
 
   it('stops and removes its temporary store when disposed', async () => {

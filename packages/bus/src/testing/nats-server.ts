@@ -13,6 +13,13 @@ export interface StartNatsServerOptions {
   port?: number;
   /** How long to wait for connections and JetStream to be ready; 20 s by default. */
   startTimeoutMs?: number;
+  /**
+   * Told when the server's process ends without being asked to (a crash, a signal from
+   * elsewhere), with its exit code or signal and the last lines of its log: the services of a
+   * test then fail with connection timeouts, which say nothing of why. Default: a line on stderr,
+   * which the test runner shows beside the failure.
+   */
+  onUnexpectedExit?: (report: string) => void;
 }
 
 /** A private `nats-server -js` owned by one test. */
@@ -25,6 +32,8 @@ export interface NatsServer extends AsyncDisposable {
   readonly storeDir: string;
   /** Whether the process is running. */
   readonly running: boolean;
+  /** Its process id while it runs. */
+  readonly pid: number | undefined;
   /** Sends a signal (SIGKILL by default: a crash) and waits for the process to exit. */
   kill(signal?: NodeJS.Signals): Promise<void>;
   /** Shuts the server down cleanly and waits for it; the store stays for {@link restart}. */
@@ -93,6 +102,9 @@ class PrivateNatsServer implements NatsServer {
   #monitorPort: number | undefined;
   #child: ChildProcess | undefined;
   #exited: Promise<void> = Promise.resolve();
+  /** Set while this object stops or kills the process, so that exit is expected. */
+  #ending = false;
+  readonly #onUnexpectedExit: (report: string) => void;
 
   constructor(binary: string, runDir: string, options: StartNatsServerOptions) {
     this.#binary = binary;
@@ -100,6 +112,8 @@ class PrivateNatsServer implements NatsServer {
     this.storeDir = options.storeDir ?? path.join(runDir, 'store');
     this.#port = options.port;
     this.#startTimeoutMs = options.startTimeoutMs ?? 20_000;
+    this.#onUnexpectedExit =
+      options.onUnexpectedExit ?? ((report) => process.stderr.write(`${report}\n`));
   }
 
   get port(): number {
@@ -118,6 +132,10 @@ class PrivateNatsServer implements NatsServer {
 
   get running(): boolean {
     return this.#child !== undefined;
+  }
+
+  get pid(): number | undefined {
+    return this.#child?.pid;
   }
 
   /** Spawns the process and waits for readiness; the first start learns the chosen ports. */
@@ -144,11 +162,15 @@ class PrivateNatsServer implements NatsServer {
     running.add(child);
     this.#child = child;
     let exitedEarly = false;
+    let started = false;
+    this.#ending = false;
     this.#exited = new Promise((resolve) => {
-      child.once('exit', () => {
+      child.once('exit', (code, signal) => {
         exitedEarly = true;
         running.delete(child);
         if (this.#child === child) this.#child = undefined;
+        // One that fails to start says so in start()'s error instead.
+        if (started && !this.#ending) void this.#reportUnexpectedExit(code, signal);
         resolve();
       });
     });
@@ -162,7 +184,10 @@ class PrivateNatsServer implements NatsServer {
     for (;;) {
       if (exitedEarly) return fail('exited during start');
       if (Date.now() > deadline) return fail(`not ready within ${this.#startTimeoutMs} ms`);
-      if (await this.#ready(child.pid)) return;
+      if (await this.#ready(child.pid)) {
+        started = true;
+        return;
+      }
       await delay(POLL_INTERVAL_MS);
     }
   }
@@ -201,6 +226,7 @@ class PrivateNatsServer implements NatsServer {
     const child = this.#child;
     if (!child) return;
     child.ref(); // Keep the process alive while we wait for the exit.
+    this.#ending = true;
     child.kill(signal);
     await this.#exited;
   }
@@ -232,6 +258,15 @@ class PrivateNatsServer implements NatsServer {
   async [Symbol.asyncDispose](): Promise<void> {
     await this.stop();
     await rm(this.#runDir, { recursive: true, force: true });
+  }
+
+  async #reportUnexpectedExit(code: number | null, signal: NodeJS.Signals | null): Promise<void> {
+    const log = await readFile(this.#logPath(), 'utf8').catch(() => '');
+    const how = signal === null ? `with code ${String(code)}` : `on ${signal}`;
+    this.#onUnexpectedExit(
+      `private nats-server on port ${String(this.#port)} exited ${how}, not asked to; its log ends:\n` +
+        log.trimEnd().split('\n').slice(-15).join('\n'),
+    );
   }
 
   #logPath(): string {
