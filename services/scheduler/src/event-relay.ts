@@ -87,6 +87,16 @@ export function createEventRelay(deps: EventRelayDeps): EventRelay {
   /** The marks go with this batch's read: they waited long enough, or a batch's worth wait. */
   const marksDue = () =>
     unmarked.length > 0 && (unmarked.length >= deps.batchSize || markWaitLeft() === 0);
+  /** Reads the next batch, marking the waiting publications in the same statement once due. */
+  const readWithDueMarks = async (): Promise<TaskEventRecord[]> => {
+    const ids = unmarked.map((event) => event.id);
+    if (!marksDue()) return unpublishedEvents(deps.db, deps.batchSize, ids);
+    const marking = unmarked;
+    const events = await markPublishedAndReadUnpublished(deps.db, ids, deps.batchSize);
+    unmarked = [];
+    await marked(marking);
+    return events;
+  };
 
   return {
     get unmarked() {
@@ -94,38 +104,21 @@ export function createEventRelay(deps: EventRelayDeps): EventRelay {
     },
 
     async runBatch() {
-      let events: TaskEventRecord[];
-      if (marksDue()) {
-        const marking = unmarked;
-        events = await markPublishedAndReadUnpublished(
-          deps.db,
-          marking.map((event) => event.id),
-          deps.batchSize,
-        );
-        unmarked = [];
-        await marked(marking);
-      } else {
-        events = await unpublishedEvents(
-          deps.db,
-          deps.batchSize,
-          unmarked.map((event) => event.id),
-        );
+      const events = await readWithDueMarks();
+      if (events.length === 0) {
+        return unmarked.length > 0
+          ? { more: false, handled: 0, dueInMs: markWaitLeft() }
+          : { more: false, handled: 0, idle: true };
       }
-      const published = events.length === 0 ? undefined : await publishInOrder(deps, events);
-      if (published !== undefined && published.events.length > 0) {
+      const published = await publishInOrder(deps, events);
+      if (published.events.length > 0) {
         if (unmarked.length === 0) unmarkedSince = now();
         unmarked = unmarked.concat(published.events);
-      }
-      const waiting = unmarked.length > 0 ? { dueInMs: markWaitLeft() } : {};
-      if (published === undefined) {
-        return unmarked.length > 0
-          ? { more: false, handled: 0, ...waiting }
-          : { more: false, handled: 0, idle: true };
       }
       return {
         more: events.length === deps.batchSize && !published.heldBack,
         handled: events.length,
-        ...waiting,
+        ...(unmarked.length > 0 ? { dueInMs: markWaitLeft() } : {}),
       };
     },
 
