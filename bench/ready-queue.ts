@@ -159,9 +159,9 @@ async function insertHistory(handle: DatabaseHandle): Promise<void> {
         from t
       )
       insert into task_events (task_id, tenant_id, seq, type, from_status, to_status, step,
-        created_at, published_at)
+        created_at)
       select t.id, ${TENANT}, e.seq, e.type, e.from_status, e.to_status, 'only',
-        t.created_at, t.finished_at
+        t.created_at
       from t, (values (1, 'create', null, 'queued'), (2, 'start', 'queued', 'running'),
         (3, 'succeed', 'running', 'succeeded')) as e(seq, type, from_status, to_status)`;
     const seconds = (performance.now() - started) / 1_000;

@@ -408,7 +408,7 @@ describe('the trace of a task', () => {
     assert.equal(index.get(create.parentSpanId ?? '')?.name, 'sluice.task.create');
     assert.match(
       create.name,
-      /^INSERT tasks INSERT task_events INSERT task_steps( SELECT idempotency_tombstones)?$/,
+      /^INSERT tasks INSERT task_events INSERT task_event_outbox INSERT task_steps( SELECT idempotency_tombstones)?$/,
     );
     assert.deepEqual(conventions(create), {
       name: create.name,
@@ -431,11 +431,13 @@ describe('the trace of a task', () => {
           // The outcome write, then the start (sorted by name).
           [
             step.serviceName,
-            'SELECT tasks UPDATE task_steps INSERT task_steps UPDATE tasks INSERT task_events',
+            'SELECT tasks UPDATE task_steps INSERT task_steps UPDATE tasks INSERT task_events ' +
+              'INSERT task_event_outbox',
           ],
           [
             step.serviceName,
-            'SELECT tasks UPDATE task_steps UPDATE tasks INSERT task_events SELECT task_steps SELECT task_events',
+            'SELECT tasks UPDATE task_steps UPDATE tasks INSERT task_events INSERT task_event_outbox ' +
+              'SELECT task_steps SELECT task_events',
           ],
         ],
         `database spans of ${describeSpan(step)}`,

@@ -271,8 +271,10 @@ export const taskSteps = pgTable(
 
 /**
  * The history of every task: transitions (with from/to states) and other facts such as step
- * progress, with a per-task sequence. Written in the same transaction as the change it records;
- * the event relay publishes unpublished rows in `id` order.
+ * progress, with a per-task sequence. Written in the same transaction as the change it records,
+ * and never changed after (retention deletes a finished task's rows with it); the statement that
+ * inserts an event also puts its id in {@link taskEventOutbox}, from which the event relay
+ * publishes.
  */
 export const taskEvents = pgTable(
   'task_events',
@@ -289,15 +291,22 @@ export const taskEvents = pgTable(
     step: text('step'),
     data: jsonb('data').$type<Record<string, Json>>(),
     createdAt: createdAt(),
-    publishedAt: timestamp('published_at', { withTimezone: true }),
   },
-  (t) => [
-    uniqueIndex('task_events_task_seq_uq').on(t.taskId, t.seq),
-    index('task_events_unpublished_idx')
-      .on(t.id)
-      .where(sql`${t.publishedAt} is null`),
-  ],
+  (t) => [uniqueIndex('task_events_task_seq_uq').on(t.taskId, t.seq)],
 );
+
+/**
+ * The events the relay has not published yet, by id: inserted with the event, deleted once the
+ * event is on JetStream. A row of its own rather than a "published" column on the event, because
+ * marking the event would rewrite the whole event row and its indexes (a column of a partial
+ * index's predicate cannot change in place), where deleting this row writes a few bytes; the
+ * events stay insert-only, and this table holds only what is in flight (decisions.md, "The relay
+ * publishes from an outbox of event ids"). No foreign key: the insert comes from the same
+ * statement as the event, and a check would lock the event row for nothing.
+ */
+export const taskEventOutbox = pgTable('task_event_outbox', {
+  eventId: bigint('event_id', { mode: 'number' }).primaryKey(),
+});
 
 /**
  * Durable timers: things that must happen later (approval timeouts now; retry backoff and breaker

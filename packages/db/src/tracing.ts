@@ -44,7 +44,8 @@ export interface DatabaseOperation<T> {
   /**
    * The `db.query.summary` and span name: the operations and tables of the statements, in order,
    * as the conventions shape a summary (`{operation} {table}` …), e.g.
-   * `INSERT tasks INSERT task_events INSERT task_steps`. Fixed, never built from values.
+   * `INSERT tasks INSERT task_events INSERT task_event_outbox INSERT task_steps`. Fixed, never built
+   * from values.
    */
   readonly summary: string;
   /** `db.operation.name`, only when the work is a single statement, e.g. `UPDATE`. */

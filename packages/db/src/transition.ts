@@ -168,13 +168,17 @@ export async function applyTransition(
     // every transition. No row: a concurrent change moved the version, and nothing was inserted.
     const data = eventData(request);
     const rows = await executor.execute<{ seq: number; tenant_id: string }>(sql`
-      with updated as (${update.getSQL()})
-      insert into ${taskEvents} (task_id, tenant_id, seq, type, from_status, to_status, step, data)
-      select ${request.taskId}::uuid, updated.tenant_id, updated.last_event_seq,
-             ${request.event.type}::text, ${current.state.status}::text, ${toStatus}::text,
-             ${request.step ?? null}::text, ${data === null ? null : JSON.stringify(data)}::jsonb
-      from updated
-      returning ${taskEvents.seq} as seq, ${taskEvents.tenantId} as tenant_id`);
+      with updated as (${update.getSQL()}),
+      appended as (
+        insert into ${taskEvents} (task_id, tenant_id, seq, type, from_status, to_status, step, data)
+        select ${request.taskId}::uuid, updated.tenant_id, updated.last_event_seq,
+               ${request.event.type}::text, ${current.state.status}::text, ${toStatus}::text,
+               ${request.step ?? null}::text, ${data === null ? null : JSON.stringify(data)}::jsonb
+        from updated
+        returning id, seq, tenant_id
+      ),
+      outboxed as (insert into task_event_outbox (event_id) select id from appended)
+      select seq, tenant_id from appended`);
     const inserted = rows[0];
     if (!inserted) continue; // decide again on the new state
     const row = { seq: Number(inserted.seq), tenantId: inserted.tenant_id };
@@ -311,8 +315,9 @@ export async function applyLockedTransitions(
         select u.id, u.tenant_id, u.last_event_seq, i.event_type, i.from_status, i.to_status,
                i.step, i.data
         from updated u join input i on i.task_id = u.id
-        returning task_id, seq, tenant_id
-      )
+        returning id, task_id, seq, tenant_id
+      ),
+      outboxed as (insert into task_event_outbox (event_id) select id from appended)
       select i.ord, a.seq, a.tenant_id from appended a join input i on i.task_id = a.task_id`);
     for (const row of rows) {
       const index = Number(row.ord);

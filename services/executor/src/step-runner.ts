@@ -188,19 +188,22 @@ async function runStep(
 /**
  * The database spans of a step's start and of its outcome, in the dispatch's context (so in the
  * task's trace, next to the step span). The start's summary names what its usual statement does:
- * lock the task, start the step, record the start on the task and in its history, read what the
- * step sees.
+ * lock the task, start the step, record the start on the task and in its history (and the
+ * relay's outbox), read what the step sees.
  */
 const START_STEP = {
   summary:
-    'SELECT tasks UPDATE task_steps UPDATE tasks INSERT task_events SELECT task_steps SELECT task_events',
+    'SELECT tasks UPDATE task_steps UPDATE tasks INSERT task_events INSERT task_event_outbox ' +
+    'SELECT task_steps SELECT task_events',
 };
 /**
  * The outcome write's summary: lock the tasks, record the steps' outcomes, add the steps the usual
- * outcomes start, apply their transitions, append the events.
+ * outcomes start, apply their transitions, append the events (and their ids to the relay's outbox).
  */
 const RECORD_OUTCOME = {
-  summary: 'SELECT tasks UPDATE task_steps INSERT task_steps UPDATE tasks INSERT task_events',
+  summary:
+    'SELECT tasks UPDATE task_steps INSERT task_steps UPDATE tasks INSERT task_events ' +
+    'INSERT task_event_outbox',
 };
 
 function start(deps: StepRunnerDeps, ref: StepDispatchRef): Promise<Started> {

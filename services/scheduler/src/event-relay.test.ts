@@ -97,11 +97,11 @@ async function newTask(): Promise<string> {
 /** One more event of the task; its sequence. */
 const progress = (taskId: string) => appendTaskEvent(handle.db, { taskId, type: 'step_progress' });
 
-/** `task:seq` of every event marked published, in id order. */
+/** `task:seq` of every event marked published (gone from the outbox), in id order. */
 async function markedEvents(): Promise<string[]> {
   const rows = await handle.sql<{ event: string }[]>`
-    select task_id || ':' || seq as event from task_events
-    where published_at is not null order by id`;
+    select task_id || ':' || seq as event from task_events e
+    where not exists (select 1 from task_event_outbox o where o.event_id = e.id) order by id`;
   return rows.map((row) => row.event);
 }
 

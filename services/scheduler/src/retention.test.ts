@@ -56,7 +56,8 @@ async function succeededTasks(count: number, ageDays: number): Promise<string[]>
   await handle.sql`
     update tasks set status = 'succeeded', finished_at = now() - ${ageDays} * interval '1 day'
     where id = any(${ids}::uuid[])`;
-  await handle.sql`update task_events set published_at = now() where task_id = any(${ids}::uuid[])`;
+  await handle.sql`delete from task_event_outbox
+    where event_id in (select id from task_events where task_id = any(${ids}::uuid[]))`;
   return ids;
 }
 

@@ -1,10 +1,11 @@
 /**
- * Task events that are not transitions (step progress and results), and the event relay's outbox
- * reads. Every event takes the next per-task sequence by incrementing `tasks.last_event_seq`, which
- * also locks the task row until commit: events of one task therefore commit in sequence order, so
- * a relay reading committed rows in `id` order never sees seq N+1 before seq N.
+ * Task events that are not transitions (step progress and results), and the event relay's reads
+ * and marks of the outbox (`task_event_outbox`). Every event takes the next per-task sequence by
+ * incrementing `tasks.last_event_seq`, which also locks the task row until commit: events of one
+ * task therefore commit in sequence order, so a relay reading committed rows in `id` order never
+ * sees seq N+1 before seq N.
  */
-import { sql } from 'drizzle-orm';
+import { sql, type SQL } from 'drizzle-orm';
 import type { Json } from '@sluice/core';
 import type { Executor } from '../client.js';
 import { recordOf } from '../raw-rows.js';
@@ -37,46 +38,50 @@ export async function appendTaskEvent(executor: Executor, event: AppendedEvent):
           ${sql.identifier(tasks.updatedAt.name)} = now()
       where ${tasks.id} = ${event.taskId}
       returning ${tasks.lastEventSeq} as seq, ${tasks.tenantId} as tenant_id
-    )
-    insert into ${taskEvents} (task_id, tenant_id, seq, type, step, data)
-    select ${event.taskId}::uuid, bumped.tenant_id, bumped.seq, ${event.type}::text,
-           ${event.step ?? null}::text,
-           ${event.data === undefined ? null : JSON.stringify(event.data)}::jsonb
-    from bumped
-    returning ${taskEvents.seq}`);
+    ),
+    appended as (
+      insert into ${taskEvents} (task_id, tenant_id, seq, type, step, data)
+      select ${event.taskId}::uuid, bumped.tenant_id, bumped.seq, ${event.type}::text,
+             ${event.step ?? null}::text,
+             ${event.data === undefined ? null : JSON.stringify(event.data)}::jsonb
+      from bumped
+      returning id, seq
+    ),
+    outboxed as (insert into task_event_outbox (event_id) select id from appended)
+    select seq from appended`);
   const row = rows[0];
   if (!row) throw new Error(`cannot append an event to unknown task ${event.taskId}`);
   return Number(row.seq);
 }
 
 /**
- * The oldest events the relay has not published yet, in commit-consistent `id` order, but those
- * in `leaveOut` (published by the relay, their marks not written yet). A read only: it takes no
- * transaction id and commits nothing.
+ * The oldest events the relay has not published yet (those in the outbox), in commit-consistent
+ * `id` order, but those in `leaveOut` (published by the relay, their marks not written yet). A
+ * read only: it takes no transaction id and commits nothing.
  */
 export async function unpublishedEvents(
   executor: Executor,
   limit: number,
   leaveOut: readonly number[] = [],
 ): Promise<TaskEventRecord[]> {
-  // Written out rather than built, like the other statements the relay runs per batch: the query
-  // builder's CPU per statement is a visible share of the scheduler's.
   const rows = await executor.execute<Record<string, unknown>>(
-    leaveOut.length === 0
-      ? sql`select * from task_events where published_at is null order by id limit ${limit}`
-      : sql`
-        select * from task_events
-        where published_at is null and id not in ${idList(leaveOut)}
-        order by id limit ${limit}`,
+    unpublishedEventsStatement(limit, leaveOut),
   );
   return rows.map((row) => recordOf(taskEvents, row));
 }
 
+/** The statement of {@link unpublishedEvents} (exported for its plan's test). */
+export function unpublishedEventsStatement(limit: number, leaveOut: readonly number[]): SQL {
+  // Written out rather than built, like the other statements the relay runs per batch: the query
+  // builder's CPU per statement is a visible share of the scheduler's.
+  return sql`select e.* from ${outboxHead(limit, leaveOut)} order by o.event_id`;
+}
+
 /**
- * Marks the events `published` (the relay's publications of its last batch) and reads the oldest
- * events still unpublished, in one statement: the relay's read and its previous batch's mark in
- * one round trip. The read cannot see the mark (one statement, one snapshot), so it leaves those
- * ids out itself.
+ * Marks the events `published` (the relay's publications of its last batch: their ids leave the
+ * outbox) and reads the oldest events still unpublished, in one statement: the relay's read and
+ * its previous batch's mark in one round trip. The read cannot see the mark (one statement, one
+ * snapshot), so it leaves those ids out itself.
  */
 export async function markPublishedAndReadUnpublished(
   executor: Executor,
@@ -84,23 +89,31 @@ export async function markPublishedAndReadUnpublished(
   limit: number,
 ): Promise<TaskEventRecord[]> {
   if (published.length === 0) return unpublishedEvents(executor, limit);
-  const ids = idList(published);
   const rows = await executor.execute<Record<string, unknown>>(sql`
-    with marked as (
-      update task_events set published_at = now() where id in ${ids} and published_at is null
-    )
-    select * from task_events
-    where published_at is null and id not in ${ids}
-    order by id limit ${limit}`);
+    with marked as (delete from task_event_outbox where event_id in ${idList(published)})
+    select e.* from ${outboxHead(limit, published)} order by o.event_id`);
   return rows.map((row) => recordOf(taskEvents, row));
 }
 
-/** Marks events as published. */
+/** Marks events as published: their ids leave the outbox. */
 export async function markEventsPublished(
   executor: Executor,
   ids: readonly number[],
 ): Promise<void> {
   if (ids.length === 0) return;
-  await executor.execute(sql`
-    update task_events set published_at = now() where id in ${idList(ids)}`);
+  await executor.execute(sql`delete from task_event_outbox where event_id in ${idList(ids)}`);
+}
+
+/**
+ * The first `limit` ids of the outbox (but `leaveOut`) as `o`, each with its event as `e`. The ids
+ * are taken first and each event is then found by its key (the lateral subquery's `limit` keeps
+ * Postgres from turning it into a join it might plan as a read of every event, should its
+ * statistics misjudge the tables; decisions.md, "Statements are written so that misjudged
+ * statistics cannot make them read a table").
+ */
+function outboxHead(limit: number, leaveOut: readonly number[]): SQL {
+  const left = leaveOut.length === 0 ? sql`` : sql`where event_id not in ${idList(leaveOut)}`;
+  return sql`
+    (select event_id from task_event_outbox ${left} order by event_id limit ${limit}) o
+    cross join lateral (select * from task_events where id = o.event_id limit 1) e`;
 }

@@ -133,7 +133,8 @@ describe('deleteFinishedTasks', () => {
     const deadLettered = await finishedTask(30 * DAY_MS, { status: 'failed_terminal' });
     const letter = await deadLetterOf(deadLettered);
     const unrelayed = await finishedTask(30 * DAY_MS);
-    await handle.sql`update task_events set published_at = null where task_id = ${unrelayed.id}`;
+    await handle.sql`insert into task_event_outbox (event_id)
+      select id from task_events where task_id = ${unrelayed.id}`;
 
     assert.equal((await deleteFinishedTasks(handle.db, olderThan(7 * DAY_MS))).tasks, 0);
     for (const task of [recent, queued, oldRunning, deadLettered, unrelayed]) {
@@ -142,7 +143,8 @@ describe('deleteFinishedTasks', () => {
 
     // Purging the letter (or relaying the events) releases the task.
     await purgeDeadLetters(handle.db, [letter]);
-    await handle.sql`update task_events set published_at = now() where task_id = ${unrelayed.id}`;
+    await handle.sql`delete from task_event_outbox
+      where event_id in (select id from task_events where task_id = ${unrelayed.id})`;
     assert.equal((await deleteFinishedTasks(handle.db, olderThan(7 * DAY_MS))).tasks, 2);
     assert.deepEqual(await rowsOf(deadLettered.id), GONE);
     assert.deepEqual(await rowsOf(unrelayed.id), GONE);

@@ -78,8 +78,11 @@ export async function deleteFinishedTasks(
         and not exists (
           select 1 from dead_letters d where d.task_id = t.id and d.redriven_at is null
         )
+        -- Not while an event of the task waits for the relay: it would go unpublished.
         and not exists (
-          select 1 from task_events e where e.task_id = t.id and e.published_at is null
+          select 1 from task_events e
+          join task_event_outbox o on o.event_id = e.id
+          where e.task_id = t.id
         )
       order by t.finished_at, t.id
       limit ${options.limit}

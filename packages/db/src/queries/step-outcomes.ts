@@ -457,6 +457,9 @@ function outcomeWriteStatement(outcomes: readonly OutcomeToRecord[]): SQL {
       from transitions t
       join bumped b on b.id = t.task_id
       join per_task p on p.task_id = t.task_id
+      returning id
+    ), outboxed as (
+      insert into task_event_outbox (event_id) select id from appended
     )
     select f.ord,
            case when t.step_id is null then null

@@ -147,6 +147,9 @@ export async function startUsualSteps(
       join task on task.id = st.task_id
       join per_task p on p.task_id = st.task_id
       join moved on moved.id = st.task_id
+      returning id
+    ), outboxed as (
+      insert into task_event_outbox (event_id) select id from appended
     )
     select input.ord, ${TASK_COLUMNS}, ${STEP_COLUMNS},
            case when started.id is null then null else ${outputs} end as outputs,

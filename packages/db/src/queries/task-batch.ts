@@ -369,7 +369,9 @@ export function insertStatement(
       select id, tenant_id, 1, 'create', null, status, current_step,
              jsonb_build_object('priority', priority, 'type', type)
       from inserted
+      returning id
     ),
+    outboxed as (insert into task_event_outbox (event_id) select id from create_event),
     first_step as (
       insert into task_steps (task_id, seq, name, resource, tenant_id, priority, status, input)
       select inserted.id, 1, inserted.current_step, input.resource, inserted.tenant_id,

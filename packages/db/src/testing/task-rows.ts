@@ -18,7 +18,8 @@ export async function markTaskFinished(
   await sql`update tasks set status = ${status}, finished_at = ${at} where id = ${taskId}`;
   await sql`update task_steps set status = 'succeeded', finished_at = ${at}
     where task_id = ${taskId}`;
-  await sql`update task_events set published_at = now() where task_id = ${taskId}`;
+  await sql`delete from task_event_outbox
+    where event_id in (select id from task_events where task_id = ${taskId})`;
 }
 
 /** Waits until some session of `sql`'s database waits for a lock (e.g. an insert on a key). */

@@ -133,7 +133,7 @@ export function recordCreated(span: Span, task: TaskRecord): void {
  * idempotency keys the tombstone read after it, and with the urgent claim the claim of P0 steps.
  */
 export function createSummary(withKeys: boolean, claimsUrgent = false): string {
-  const insert = 'INSERT tasks INSERT task_events INSERT task_steps';
+  const insert = 'INSERT tasks INSERT task_events INSERT task_event_outbox INSERT task_steps';
   const keyed = withKeys ? `${insert} SELECT idempotency_tombstones` : insert;
   return claimsUrgent ? `${keyed} SELECT task_steps UPDATE task_steps` : keyed;
 }
