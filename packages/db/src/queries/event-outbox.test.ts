@@ -71,9 +71,9 @@ describe('the task event outbox', () => {
     const started = await applyTransition(handle.db, { taskId: first, event: { type: 'start' } });
     assert.equal(started.ok, true);
     await appendTaskEvent(handle.db, { taskId: first, type: 'step_progress' });
-    const [{ events }] = (await handle.sql<{ events: number }[]>`
-      select count(*)::int as events from task_events`) as [{ events: number }];
-    assert.equal(events, 4);
+    const [counted] = await handle.sql<{ events: number }[]>`
+      select count(*)::int as events from task_events`;
+    assert.equal(counted?.events, 4);
     assert.deepEqual(await eventsOutsideTheOutbox(), []);
   });
 
