@@ -50,7 +50,7 @@ export class CpuPerJobWindow {
     /** How many measured jobs the run sends. */
     private readonly jobs: number,
     /** Told the starts when the window opens and closes, to measure over the same jobs. */
-    private readonly listener?: WindowListener,
+    private readonly listeners: readonly WindowListener[] = [],
   ) {}
 
   /**
@@ -62,13 +62,13 @@ export class CpuPerJobWindow {
     if (this.#opened === undefined) {
       if (started >= this.jobs * WINDOW_OPENS) {
         this.#opened = this.read(started);
-        this.listener?.opened(started);
+        for (const listener of this.listeners) listener.opened(started);
       }
       return;
     }
     if (started < this.jobs * WINDOW_CLOSES || started <= this.#opened.started) return;
     const closed = this.read(started);
-    this.listener?.closed(started);
+    for (const listener of this.listeners) listener.closed(started);
     const jobs = closed.started - this.#opened.started;
     const cpu = this.processes.sampler.cpuSince(this.#opened.cpu);
     const perJob = (seconds: number) => (seconds * 1_000) / jobs;

@@ -192,6 +192,8 @@ interface ProcessState {
   lastCpu: number;
   /** Memory at the latest reading; 0 once it is gone. */
   bytes: number;
+  /** Whether the latest sample found it. */
+  alive: boolean;
 }
 
 interface RoleState {
@@ -256,7 +258,8 @@ export class FootprintSampler {
     const totals = new Map<string, number>();
     for (const root of this.roots.values()) totals.set(root.role, 0);
     for (const [pid, state] of this.processes) {
-      if (!seen.has(pid)) state.bytes = 0;
+      state.alive = seen.has(pid);
+      if (!state.alive) state.bytes = 0;
       totals.set(state.role, (totals.get(state.role) ?? 0) + state.bytes);
     }
     for (const [role, bytes] of totals) {
@@ -287,6 +290,7 @@ export class FootprintSampler {
         firstCpu: root.cpuFromStart === true ? 0 : cpuSeconds,
         lastCpu: cpuSeconds,
         bytes,
+        alive: true,
       });
     } else {
       state.lastCpu = cpuSeconds;
@@ -325,6 +329,16 @@ export class FootprintSampler {
   /** CPU seconds the sampler itself has spent (taken off the process it runs in). */
   get ownCpu(): number {
     return this.ownCpuSeconds;
+  }
+
+  /** Takes a sample, and the role of every process it found alive. */
+  livingProcesses(): Map<number, string> {
+    this.sample();
+    return new Map(
+      [...this.processes]
+        .filter(([, state]) => state.alive)
+        .map(([pid, state]) => [pid, state.role] as const),
+    );
   }
 
   /** What is known of each role, in the order the roles were first tracked. */

@@ -80,6 +80,14 @@ test(
       }
       // Over the CPU window's starts, when a run at smoke size lasted long enough for one.
       const windowClosed = result.figures.some((f) => f.key === 'cpu_per_job');
+      if (result.scenario === 'end-to-end' && windowClosed) {
+        // The client at least waited for its jobs' starts.
+        const wakeUps = result.figures.filter((f) => f.key.startsWith('wake_ups_per_job:'));
+        assert.ok(
+          wakeUps.some((f) => f.value > 0),
+          `${name}: wake-ups per job`,
+        );
+      }
       if (
         result.scenario === 'end-to-end' &&
         windowClosed &&

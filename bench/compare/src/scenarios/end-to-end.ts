@@ -13,6 +13,7 @@
 import { randomBytes } from 'node:crypto';
 import { CpuPerJobWindow } from '../cpu-per-job.js';
 import { PostgresWorkWindow } from '../postgres-work.js';
+import { WakeUpWindow } from '../wake-ups.js';
 import { Ledger } from '../ledger.js';
 import { epochNow } from '../latency.js';
 import type { Scenario, ScenarioContext, ScenarioResult } from '../scenario.js';
@@ -93,7 +94,11 @@ export async function runArrivals(run: ArrivalRun): Promise<ScenarioResult> {
         // The server's work over the same starts, where the system keeps its jobs in Postgres.
         const read = system.postgresWork?.bind(system);
         const work = read === undefined ? undefined : new PostgresWorkWindow(read);
-        const cpu = new CpuPerJobWindow(processes, count, work);
+        const wakeUps = new WakeUpWindow(processes);
+        const cpu = new CpuPerJobWindow(processes, count, [
+          wakeUps,
+          ...(work === undefined ? [] : [work]),
+        ]);
         const jobs = scheduledJobs({
           run: token,
           prefix: 'm',
@@ -102,8 +107,10 @@ export async function runArrivals(run: ArrivalRun): Promise<ScenarioResult> {
           intervalMs,
         });
         await measure(frame, { system, context, jobs, intervalMs, ledger, starts, watch, cpu });
-        frame.figures.push(...cpu.figures());
+        frame.figures.push(...cpu.figures(), ...wakeUps.figures());
         frame.notes.push(cpu.note());
+        const wakeUpNote = wakeUps.note();
+        if (wakeUpNote !== undefined) frame.notes.push(wakeUpNote);
         if (work !== undefined) {
           const { figures, note } = await work.result();
           frame.figures.push(...figures);
