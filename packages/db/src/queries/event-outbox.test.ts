@@ -9,11 +9,15 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { after, before, describe, it } from 'node:test';
 import type { DatabaseHandle } from '../client.js';
-import { oneStepManifest, openTaskTypeDatabase, type TaskTypeDatabase } from '../testing/index.js';
+import {
+  createQueuedTasks,
+  oneStepManifest,
+  openTaskTypeDatabase,
+  type TaskTypeDatabase,
+} from '../testing/index.js';
 import { applyTransition } from '../transition.js';
 import { appendTaskEvent, unpublishedEvents, unpublishedEventsStatement } from './events.js';
 import { explainAnalyze } from './explain.js';
-import { submitTasks } from './task-batch.js';
 
 const manifest = oneStepManifest();
 const SOURCE_ROOT = fileURLToPath(new URL('..', import.meta.url));
@@ -30,21 +34,7 @@ after(async () => {
   await fixture?.close();
 });
 
-async function createTasks(count: number): Promise<string[]> {
-  const created = await submitTasks(
-    handle.db,
-    Array.from({ length: count }, () => ({
-      tenantId: 'acme',
-      taskType: manifest,
-      priority: 2 as const,
-      input: {},
-    })),
-  );
-  return created.map((result) => {
-    assert.equal(result.kind, 'created');
-    return result.task.id;
-  });
-}
+const createTasks = (count: number) => createQueuedTasks(handle.db, 'acme', manifest, count);
 
 /** Ids of the events that are not in the outbox. */
 async function eventsOutsideTheOutbox(): Promise<number[]> {

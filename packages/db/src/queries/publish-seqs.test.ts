@@ -7,10 +7,14 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { sql } from 'drizzle-orm';
 import type { DatabaseHandle } from '../client.js';
-import { oneStepManifest, openTaskTypeDatabase, type TaskTypeDatabase } from '../testing/index.js';
+import {
+  createQueuedTasks,
+  oneStepManifest,
+  openTaskTypeDatabase,
+  type TaskTypeDatabase,
+} from '../testing/index.js';
 import { explainAnalyze } from './explain.js';
 import { publishSeqsStatement, recordPublishSeqs, type PublishedDispatch } from './steps.js';
-import { submitTasks } from './task-batch.js';
 
 const manifest = oneStepManifest();
 
@@ -28,16 +32,7 @@ after(async () => {
 
 /** Creates `count` one-step tasks whose steps were dispatched once; returns the step ids. */
 async function dispatchedSteps(count: number): Promise<number[]> {
-  const created = await submitTasks(
-    handle.db,
-    Array.from({ length: count }, () => ({
-      tenantId: 'acme',
-      taskType: manifest,
-      priority: 2 as const,
-      input: {},
-    })),
-  );
-  const taskIds = created.map((result) => (result.kind === 'created' ? result.task.id : ''));
+  const taskIds = await createQueuedTasks(handle.db, 'acme', manifest, count);
   const rows = await handle.sql<{ id: string }[]>`
     update task_steps set status = 'dispatched', dispatch_count = 1, dispatched_at = now()
     where task_id = any(${taskIds}::uuid[])

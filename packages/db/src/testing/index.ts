@@ -19,6 +19,7 @@ export type {
 export { startPostgresServer } from './postgres-server.js';
 export { oneStepManifest } from './manifests.js';
 export { markTaskFinished, waitForLockWaiter } from './task-rows.js';
+export { createQueuedTasks } from './queued-tasks.js';
 export { eventsAsWritten } from './twin-tasks.js';
 export { openTaskTypeDatabase } from './task-type-database.js';
 export {
