@@ -96,10 +96,10 @@ before(async () => {
       SLUICE_SCHEDULER_POLL_MS: '100',
       SLUICE_WATCH_RECHECK_MS: '500',
       // The tests fail the same tool one after another (2 + 3 + 1 failures by the unknown's
-      // retry), and the governor records a tick's successes before its failures, so when a tick
-      // holds the 5xx test's recovery with its failures the streak reaches the default five and
-      // the breaker holds the next retry for its 30 s cool-down (seen once in a full run). The
-      // breaker has tests of its own (breaker-fail-fast.test.ts); here it stays out of the way.
+      // retry). Session 47 saw a full run where the breaker opened on them and held a retry for
+      // its 30 s cool-down (the governor then recorded a tick's successes before its failures, so
+      // the 5xx test's recovery did not end its streak). The breaker has tests of its own
+      // (breaker.test.ts, breaker-fail-fast.test.ts); here it stays out of the way.
       SLUICE_BREAKER_CONSECUTIVE_FAILURES: '1000',
     },
   });

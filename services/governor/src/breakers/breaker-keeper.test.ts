@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { DEFAULT_BREAKER, type BreakerConfig, type BreakerState } from '@sluice/core';
-import { BreakerKeeper, type BreakerStore } from './breaker-keeper.js';
+import { BreakerKeeper, evenlyMixed, type BreakerStore } from './breaker-keeper.js';
 
 const config: BreakerConfig = {
   ...DEFAULT_BREAKER,
@@ -31,8 +31,11 @@ describe('BreakerKeeper', () => {
     const store = new MemoryStore();
     const keeper = new BreakerKeeper(config, store);
     await keeper.load();
-    await keeper.tick(new Map([['tool:x', { succeeded: 2, failed: 3 }]]), 0);
-    assert.deepEqual(keeper.views(), { 'tool:x': 'open' });
+    await keeper.tick(new Map([['tool:x', { succeeded: 2, failed: 1 }]]), 0);
+    await keeper.tick(new Map([['tool:x', { succeeded: 0, failed: 1 }]]), 0);
+    assert.deepEqual(keeper.views(), {}, 'two failures in a row');
+    await keeper.tick(new Map([['tool:x', { succeeded: 0, failed: 1 }]]), 0);
+    assert.deepEqual(keeper.views(), { 'tool:x': 'open' }, 'three across ticks');
     assert.deepEqual(await keeper.tick(new Map(), 999), []);
     assert.deepEqual(keeper.views(), { 'tool:x': 'open' }, 'still cooling down');
     await keeper.tick(new Map(), 1_000);
@@ -58,6 +61,36 @@ describe('BreakerKeeper', () => {
     await second.tick(new Map([['mcp:files', { succeeded: 0, failed: 1 }]]), 1_500);
     assert.deepEqual(second.views(), { 'mcp:files': 'open' });
     assert.equal(second.get('mcp:files').coolDownUntilMs, 2_500);
+  });
+
+  it('reads a tick of a few failures among many successes as a steady error rate, not a streak', async () => {
+    const store = new MemoryStore();
+    const keeper = new BreakerKeeper(config, store);
+    // 5 % of 100 calls a second failing, for a minute: never three in a row, never half failing.
+    for (let second = 0; second < 60; second++) {
+      await keeper.tick(new Map([['tool:x', { succeeded: 95, failed: 5 }]]), second * 1_000);
+    }
+    assert.deepEqual(keeper.views(), {});
+    assert.deepEqual(store.transitions, []);
+    // Failures that outnumber the successes in a tick still run together.
+    await keeper.tick(new Map([['tool:x', { succeeded: 1, failed: 6 }]]), 60_000);
+    assert.deepEqual(keeper.views(), { 'tool:x': 'open' });
+  });
+
+  it('mixes a tick’s outcomes evenly: failures run together only where they outnumber successes', () => {
+    const shape = (succeeded: number, failed: number) =>
+      evenlyMixed(succeeded, failed)
+        .map((ok) => (ok ? 'S' : 'F'))
+        .join('');
+    assert.equal(shape(2, 3), 'FSFSF');
+    assert.equal(shape(1, 4), 'FFSFF');
+    assert.equal(shape(0, 3), 'FFF');
+    assert.equal(shape(3, 0), 'SSS');
+    assert.equal(shape(0, 0), '');
+    const mixed = evenlyMixed(95, 5);
+    assert.equal(mixed.filter((ok) => !ok).length, 5);
+    assert.equal(mixed.length, 100);
+    assert.doesNotMatch(shape(95, 5), /FF/);
   });
 
   it('ignores resources without breakers and says when it was fenced out', async () => {
