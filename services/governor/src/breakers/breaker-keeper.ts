@@ -55,8 +55,8 @@ export class BreakerKeeper {
    * changed. Within one tick the order of the calls is unknown, so they are recorded evenly mixed
    * ({@link evenlyMixed}): a tick of failures alone continues a streak, and a tick of a few
    * failures among many successes makes no streak, as a steady error rate does not. (Recording all
-   * of a tick's successes first made its failures a streak of their own: at 100 calls a second, 5 %
-   * of them failing opened the breaker of a working tool every tick.)
+   * of a tick's successes first made its failures a streak of their own: at 100 calls a second
+   * with 5 % failing, a working tool's breaker would open as soon as a tick held five failures.)
    *
    * @returns the transitions made, or `undefined` when a save was fenced out (the caller was
    *   deposed and must stop acting).
