@@ -46,13 +46,10 @@ async function eventsOutsideTheOutbox(): Promise<number[]> {
 
 /** The source files of this package that are not tests. */
 async function sourceFiles(folder: string): Promise<string[]> {
-  const files: string[] = [];
-  for (const entry of await readdir(folder, { withFileTypes: true })) {
-    const path = join(folder, entry.name);
-    if (entry.isDirectory()) files.push(...(await sourceFiles(path)));
-    else if (entry.name.endsWith('.ts') && !entry.name.endsWith('.test.ts')) files.push(path);
-  }
-  return files;
+  const names = await readdir(folder, { recursive: true });
+  return names
+    .filter((name) => name.endsWith('.ts') && !name.endsWith('.test.ts'))
+    .map((name) => join(folder, name));
 }
 
 describe('the task event outbox', () => {
