@@ -35,7 +35,10 @@ export interface CpuPerJob {
   readonly machine: number;
 }
 
-/** Something else measured over the window's jobs (the server's work: postgres-work.ts). */
+/**
+ * Something else measured over the window's jobs (the server's work: postgres-work.ts; wake-ups:
+ * wake-ups.ts), told right after the window's own reading of the processes.
+ */
 export interface WindowListener {
   opened(started: number): void;
   closed(started: number): void;

@@ -331,9 +331,11 @@ export class FootprintSampler {
     return this.ownCpuSeconds;
   }
 
-  /** Takes a sample, and the role of every process it found alive. */
+  /**
+   * The role of every process the latest sample found alive (a window's listener reads it right
+   * after the window's own {@link mark} or {@link cpuSince}, which sampled).
+   */
   livingProcesses(): Map<number, string> {
-    this.sample();
     return new Map(
       [...this.processes]
         .filter(([, state]) => state.alive)

@@ -71,7 +71,10 @@ export function wakeUpsPerJob(
   return byRole;
 }
 
-/** Reads the wake-ups of the system's processes as the CPU window opens and closes. */
+/**
+ * Reads the wake-ups of the system's processes as the CPU window opens and closes, of the
+ * processes the window's own reading found alive (it is told right after that reading).
+ */
 export class WakeUpWindow implements WindowListener {
   #opened: { readonly started: number; readonly mark: WakeUpMark } | undefined;
   #measured: { readonly jobs: number; readonly byRole: Map<string, number> } | undefined;
