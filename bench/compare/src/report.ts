@@ -142,15 +142,23 @@ function cell(r: ScenarioResult, text: string): string {
 }
 
 const ARRIVALS_HEAD = [
-  '| System | Durability | Load | Arrivals (jobs/s) | Jobs | Send → start p50 / p95 / p99 (ms) | Send → completed p50 / p95 / p99 (ms) | Enqueue call p50 / p95 / p99 (ms) | Exactly once |',
-  '| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | --- |',
+  '| System | Durability | Load | Arrivals (jobs/s) | Jobs | Started (jobs/s) | Send → start p50 / p95 / p99 (ms) | Send → completed p50 / p95 / p99 (ms) | Enqueue call p50 / p95 / p99 (ms) | Exactly once |',
+  '| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |',
 ];
+
+/** The start rate with its verdict (pace.ts): `401.2, kept pace` or `512.0, **fell behind**`. */
+function paceCell(r: ScenarioResult): string {
+  const rate = figureValue(r, 'start_rate');
+  const kept = figureValue(r, 'kept_pace');
+  if (rate === undefined || kept === undefined) return '–';
+  return `${formatNumber(rate, 1)}, ${kept >= 0.5 ? 'kept pace' : '**fell behind**'}`;
+}
 
 function arrivalsRow(r: ScenarioResult): string {
   return (
     `| ${r.system.name} | ${r.system.durability} | ${r.setting ?? '–'} | ` +
     `${cell(r, formatNumber(figureValue(r, 'arrival_rate'), 1))} | ${formatNumber(figureValue(r, 'measured_jobs'))} | ` +
-    `${cell(r, percentiles(r, 'start'))} | ${cell(r, percentiles(r, 'complete'))} | ` +
+    `${cell(r, paceCell(r))} | ${cell(r, percentiles(r, 'start'))} | ${cell(r, percentiles(r, 'complete'))} | ` +
     `${cell(r, percentiles(r, 'enqueue'))} | ${exactlyOnceCell(r)} |`
   );
 }

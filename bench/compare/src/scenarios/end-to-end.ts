@@ -16,6 +16,7 @@ import { PostgresWorkWindow } from '../postgres-work.js';
 import { WakeUpWindow } from '../wake-ups.js';
 import { Ledger } from '../ledger.js';
 import { epochNow } from '../latency.js';
+import { KEPT_PACE_SHARE, paceOf } from '../pace.js';
 import type { Scenario, ScenarioContext, ScenarioResult } from '../scenario.js';
 import type { CompletionWatch, Job, QueueSystem } from '../system.js';
 import { SystemProcesses } from '../system-processes.js';
@@ -162,6 +163,7 @@ async function measure(
       { key: 'measured_jobs', label: 'measured', value: jobs.length, unit: 'jobs' },
     );
     pushLatency(frame.figures, 'start', 'send → start', sinceScheduled(jobs, starts.startedAt));
+    pushPace(frame, jobs, starts.startedAt);
     if (run.watch) {
       const done = await run.watch.completions(
         jobs.map((j) => j.id),
@@ -180,6 +182,38 @@ async function measure(
   } finally {
     clearInterval(ticker);
   }
+}
+
+/**
+ * Whether the jobs started as fast as they arrived (pace.ts): the start rate and the verdict as
+ * figures (`kept_pace` 1 or 0, so that repeated runs give the majority's), and a note.
+ */
+function pushPace(
+  frame: RunFrame,
+  jobs: readonly Job[],
+  startedAt: ReadonlyMap<string, number>,
+): void {
+  const pace = paceOf(
+    jobs.flatMap((job) =>
+      job.scheduledAt === undefined
+        ? []
+        : [{ scheduledAt: job.scheduledAt, startedAt: startedAt.get(job.id) }],
+    ),
+  );
+  if (pace === undefined) {
+    frame.notes.push('too few jobs to tell whether the system kept pace');
+    return;
+  }
+  frame.figures.push(
+    { key: 'start_rate', label: 'started', value: pace.startRate, unit: 'jobs/s' },
+    { key: 'kept_pace', label: 'kept pace (1 yes, 0 no)', value: pace.keptPace ? 1 : 0, unit: '' },
+  );
+  const rates = `jobs started at ${pace.startRate.toFixed(1)} a second while they arrived at ${pace.arrivalRate.toFixed(1)}`;
+  frame.notes.push(
+    pace.keptPace
+      ? `kept pace: ${rates}`
+      : `fell behind: ${rates} (under ${KEPT_PACE_SHARE * 100} %; the start rate is what it got through at this load)`,
+  );
 }
 
 export const endToEnd: Scenario = {

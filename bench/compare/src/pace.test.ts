@@ -1,0 +1,81 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { MIN_JOBS_FOR_PACE, paceOf, type PacedJob } from './pace.js';
+
+/** `count` jobs sent `intervalMs` apart from t = 1,000 ms, each started `startOf(i, sentAt)`. */
+function arrivals(
+  count: number,
+  intervalMs: number,
+  startOf: (index: number, sentAt: number) => number | undefined,
+): PacedJob[] {
+  return Array.from({ length: count }, (_, i) => {
+    const scheduledAt = 1_000 + i * intervalMs;
+    return { scheduledAt, startedAt: startOf(i, scheduledAt) };
+  });
+}
+
+/** A deterministic stand-in for a random spread in [0, 1): the same every run. */
+function spread(i: number): number {
+  return (i * 0.618033988749895) % 1;
+}
+
+describe('paceOf', () => {
+  it('finds a steady lateness kept pace, at the arrival rate', () => {
+    const pace = paceOf(arrivals(3_000, 2.5, (_, sentAt) => sentAt + 40));
+    assert.ok(pace);
+    assert.ok(Math.abs(pace.arrivalRate - 400) < 1, `arrivals ${pace.arrivalRate}`);
+    assert.ok(Math.abs(pace.startRate - 400) < 1, `starts ${pace.startRate}`);
+    assert.equal(pace.keptPace, true);
+  });
+
+  it("is not misled by a poll's spread of half a second", () => {
+    // pg-boss at 1,296 jobs a second: each job starts anywhere within its poll interval.
+    const pace = paceOf(arrivals(3_000, 1_000 / 1_296, (i, sentAt) => sentAt + 500 * spread(i)));
+    assert.ok(pace);
+    assert.equal(pace.keptPace, true, `starts ${pace.startRate} of ${pace.arrivalRate}`);
+  });
+
+  it('finds a system that falls behind, and the rate it got through', () => {
+    // Sent at 723 a second, started at most 480 a second: the backlog grows all run.
+    let nextFree = 0;
+    const pace = paceOf(
+      arrivals(3_000, 1_000 / 723, (_, sentAt) => {
+        nextFree = Math.max(nextFree, sentAt) + 1_000 / 480;
+        return nextFree;
+      }),
+    );
+    assert.ok(pace);
+    assert.equal(pace.keptPace, false);
+    assert.ok(Math.abs(pace.startRate - 480) < 2, `starts ${pace.startRate}`);
+    assert.ok(Math.abs(pace.arrivalRate - 723) < 2, `arrivals ${pace.arrivalRate}`);
+  });
+
+  it('calls a run starting 10 % slower than its arrivals behind, and one 3 % slower not', () => {
+    const slowedBy = (share: number) => {
+      let nextFree = 0;
+      return paceOf(
+        arrivals(3_000, 2.5, (_, sentAt) => {
+          nextFree = Math.max(nextFree, sentAt) + 2.5 / share;
+          return nextFree;
+        }),
+      );
+    };
+    assert.equal(slowedBy(0.9)?.keptPace, false);
+    assert.equal(slowedBy(0.97)?.keptPace, true);
+  });
+
+  it('leaves out a slow start, the first tenth', () => {
+    // The first 200 jobs wait for workers coming out of idle, then everything runs on time.
+    const pace = paceOf(arrivals(3_000, 2.5, (i, sentAt) => sentAt + (i < 200 ? 400 - i : 10)));
+    assert.equal(pace?.keptPace, true);
+  });
+
+  it('says nothing of too few started jobs, or of sends that do not advance', () => {
+    assert.equal(paceOf(arrivals(MIN_JOBS_FOR_PACE - 1, 10, (_, sentAt) => sentAt + 5)), undefined);
+    const half = arrivals(2 * MIN_JOBS_FOR_PACE - 2, 10, (i, sentAt) =>
+      i % 2 === 0 ? sentAt + 5 : undefined,
+    );
+    assert.equal(paceOf(half), undefined, 'half of them never started');
+    assert.equal(paceOf(arrivals(1_000, 0, (_, sentAt) => sentAt + 5)), undefined);
+  });
+});
