@@ -20,19 +20,18 @@ function spread(i: number): number {
 }
 
 describe('paceOf', () => {
-  it('finds a steady lateness kept pace, at the arrival rate', () => {
+  it('reads a steady lateness as starts at the arrival rate', () => {
     const pace = paceOf(arrivals(3_000, 2.5, (_, sentAt) => sentAt + 40));
     assert.ok(pace);
     assert.ok(Math.abs(pace.arrivalRate - 400) < 1, `arrivals ${pace.arrivalRate}`);
     assert.ok(Math.abs(pace.startRate - 400) < 1, `starts ${pace.startRate}`);
-    assert.equal(pace.keptPace, true);
   });
 
-  it("is not misled by a poll's spread of half a second", () => {
-    // pg-boss at 1,296 jobs a second: each job starts anywhere within its poll interval.
-    const pace = paceOf(arrivals(3_000, 1_000 / 1_296, (i, sentAt) => sentAt + 500 * spread(i)));
+  it('reads a random spread of half a second as starts at the arrival rate', () => {
+    // Each job starts anywhere within half a second of its send (pg-boss's poll, seen from afar).
+    const pace = paceOf(arrivals(3_000, 2.5, (i, sentAt) => sentAt + 500 * spread(i)));
     assert.ok(pace);
-    assert.equal(pace.keptPace, true, `starts ${pace.startRate} of ${pace.arrivalRate}`);
+    assert.ok(Math.abs(pace.startRate / pace.arrivalRate - 1) < 0.02, `starts ${pace.startRate}`);
   });
 
   it('finds a system that falls behind, and the rate it got through', () => {
@@ -45,29 +44,15 @@ describe('paceOf', () => {
       }),
     );
     assert.ok(pace);
-    assert.equal(pace.keptPace, false);
     assert.ok(Math.abs(pace.startRate - 480) < 2, `starts ${pace.startRate}`);
     assert.ok(Math.abs(pace.arrivalRate - 723) < 2, `arrivals ${pace.arrivalRate}`);
-  });
-
-  it('calls a run starting 10 % slower than its arrivals behind, and one 3 % slower not', () => {
-    const slowedBy = (share: number) => {
-      let nextFree = 0;
-      return paceOf(
-        arrivals(3_000, 2.5, (_, sentAt) => {
-          nextFree = Math.max(nextFree, sentAt) + 2.5 / share;
-          return nextFree;
-        }),
-      );
-    };
-    assert.equal(slowedBy(0.9)?.keptPace, false);
-    assert.equal(slowedBy(0.97)?.keptPace, true);
   });
 
   it('leaves out a slow start, the first tenth', () => {
     // The first 200 jobs wait for workers coming out of idle, then everything runs on time.
     const pace = paceOf(arrivals(3_000, 2.5, (i, sentAt) => sentAt + (i < 200 ? 400 - i : 10)));
-    assert.equal(pace?.keptPace, true);
+    assert.ok(pace);
+    assert.ok(Math.abs(pace.startRate - 400) < 1, `starts ${pace.startRate}`);
   });
 
   it('says nothing of too few started jobs, or of sends that do not advance', () => {

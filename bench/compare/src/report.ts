@@ -146,19 +146,11 @@ const ARRIVALS_HEAD = [
   '| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |',
 ];
 
-/** The start rate with its verdict (pace.ts): `401.2, kept pace` or `512.0, **fell behind**`. */
-function paceCell(r: ScenarioResult): string {
-  const rate = figureValue(r, 'start_rate');
-  const kept = figureValue(r, 'kept_pace');
-  if (rate === undefined || kept === undefined) return '–';
-  return `${formatNumber(rate, 1)}, ${kept >= 0.5 ? 'kept pace' : '**fell behind**'}`;
-}
-
 function arrivalsRow(r: ScenarioResult): string {
   return (
     `| ${r.system.name} | ${r.system.durability} | ${r.setting ?? '–'} | ` +
     `${cell(r, formatNumber(figureValue(r, 'arrival_rate'), 1))} | ${formatNumber(figureValue(r, 'measured_jobs'))} | ` +
-    `${cell(r, paceCell(r))} | ${cell(r, percentiles(r, 'start'))} | ${cell(r, percentiles(r, 'complete'))} | ` +
+    `${cell(r, formatNumber(figureValue(r, 'start_rate'), 1))} | ${cell(r, percentiles(r, 'start'))} | ${cell(r, percentiles(r, 'complete'))} | ` +
     `${cell(r, percentiles(r, 'enqueue'))} | ${exactlyOnceCell(r)} |`
   );
 }
