@@ -33,7 +33,7 @@ export interface Pace {
 }
 
 /** Fewer started jobs than this give tenths too small for their medians to say anything. */
-export const MIN_JOBS_FOR_PACE = 100;
+export const MIN_JOBS_FOR_PACE = 50;
 
 /**
  * The pace of `jobs` (in send order), or `undefined` when fewer than {@link MIN_JOBS_FOR_PACE}

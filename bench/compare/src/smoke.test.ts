@@ -155,8 +155,9 @@ const LATENCY_MEASURES: Readonly<Record<string, readonly string[]>> = {
   ],
 };
 
-/** The figures a scenario gives per phase besides its latencies. */
+/** The figures a scenario gives (per phase, for priority) besides its latencies. */
 const PHASE_FIGURES: Readonly<Record<string, readonly string[]>> = {
+  'end-to-end': ['start_rate'],
   priority: ['machine_busy_backlog', 'machine_busy_idle'],
 };
 
