@@ -3,8 +3,9 @@
  * time at a fixed rate — a share (`--load`, default 50 %; the full set 25, 50 and 90 %) of the
  * system's drain rate (rates.ts) — and each is timed from its scheduled send time to its handler's
  * start and to its completion (where the system lets an observer see completions), p50/p95/p99 of
- * all samples. The enqueue call's own latency (Sluice: CreateTask) is reported too, and the CPU
- * per job of each of the system's processes and of the machine at that rate, between a quarter
+ * all samples. The enqueue call's own latency (Sluice: CreateTask) is reported too, the rate the
+ * jobs started at (below the arrivals: what the system got through at that load; pace.ts), and the
+ * CPU per job of each of the system's processes and of the machine at that rate, between a quarter
  * and three quarters of the starts (cpu-per-job.ts).
  *
  * A few warm-up jobs go first, one at a time, and are left out of the figures: a worker's first
