@@ -25,6 +25,7 @@ describe('paceOf', () => {
     assert.ok(pace);
     assert.ok(Math.abs(pace.arrivalRate - 400) < 1, `arrivals ${pace.arrivalRate}`);
     assert.ok(Math.abs(pace.startRate - 400) < 1, `starts ${pace.startRate}`);
+    assert.deepEqual(pace.waitByTenth, Array<number>(10).fill(40), 'the same wait in every tenth');
   });
 
   it('reads a random spread of half a second as starts at the arrival rate', () => {
@@ -46,6 +47,25 @@ describe('paceOf', () => {
     assert.ok(pace);
     assert.ok(Math.abs(pace.startRate - 480) < 2, `starts ${pace.startRate}`);
     assert.ok(Math.abs(pace.arrivalRate - 723) < 2, `arrivals ${pace.arrivalRate}`);
+    // The wait grows through the run: each tenth's 300 jobs leave ~0.65 s more behind.
+    const steps = pace.waitByTenth.slice(1).map((wait, i) => wait - pace.waitByTenth[i]!);
+    for (const step of steps)
+      assert.ok(Math.abs(step - 300 * (1_000 / 480 - 1_000 / 723)) < 2, `${step}`);
+  });
+
+  it('shows a queue that formed early and was worked off', () => {
+    // 400 a second arrive; the first 300 jobs find a pause of a second, then the system starts up
+    // to 600 a second until it has caught up.
+    let nextFree = 0;
+    const pace = paceOf(
+      arrivals(3_000, 2.5, (i, sentAt) => {
+        nextFree = Math.max(nextFree, i === 0 ? sentAt + 1_000 : sentAt) + 1_000 / 600;
+        return nextFree;
+      }),
+    );
+    assert.ok(pace);
+    const [first, second, , , , , , , , last] = pace.waitByTenth;
+    assert.ok(first! > 800 && second! < first! && last! < 5, `${pace.waitByTenth.join(', ')}`);
   });
 
   it('leaves out a slow start, the first tenth', () => {
@@ -53,6 +73,11 @@ describe('paceOf', () => {
     const pace = paceOf(arrivals(3_000, 2.5, (i, sentAt) => sentAt + (i < 200 ? 400 - i : 10)));
     assert.ok(pace);
     assert.ok(Math.abs(pace.startRate - 400) < 1, `starts ${pace.startRate}`);
+    assert.deepEqual(
+      pace.waitByTenth,
+      [250.5, ...Array<number>(9).fill(10)],
+      'its wait is still shown',
+    );
   });
 
   it('says nothing of too few started jobs, or of sends that do not advance', () => {

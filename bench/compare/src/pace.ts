@@ -14,7 +14,10 @@
  * No verdict is drawn from the two: a system that polls starts a tenth's jobs at one or two polls,
  * so in a short run its start rate reads up to a tenth either side of its arrivals (pg-boss, with
  * its half-second poll, in runs of 2 s), and one that is behind when the second tenth is sent and
- * catches up later reads faster than its arrivals. The latencies beside it say which.
+ * catches up later reads faster than its arrivals. The latencies beside it say which, and so does
+ * the wait of each tenth (the median of its send → start times): flat where the system kept up,
+ * rising through the run where it fell behind, high from the start and flat where a queue formed
+ * early and stayed, falling where it caught up.
  */
 import { median } from './repeats.js';
 
@@ -30,6 +33,8 @@ export interface Pace {
   readonly arrivalRate: number;
   /** Jobs a second started, over the same jobs. */
   readonly startRate: number;
+  /** The median send → start time (ms) of each tenth in send order, the first tenth's first. */
+  readonly waitByTenth: readonly number[];
 }
 
 /** Fewer started jobs than this give tenths too small for their medians to say anything. */
@@ -61,5 +66,8 @@ export function paceOf(jobs: readonly PacedJob[]): Pace | undefined {
   // Starts that kept no distance at all (every job of the last tenth started together with the
   // second's) would be an infinite rate: the jobs started as fast as they came.
   const startRate = startSpan > 0 ? (jobsBetween * 1_000) / startSpan : arrivalRate;
-  return { arrivalRate, startRate };
+  const waitByTenth = Array.from({ length: 10 }, (_, index) =>
+    median(tenth(index).map((j) => j.startedAt - j.scheduledAt)),
+  );
+  return { arrivalRate, startRate, waitByTenth };
 }

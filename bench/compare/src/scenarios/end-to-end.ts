@@ -4,9 +4,10 @@
  * system's drain rate (rates.ts) — and each is timed from its scheduled send time to its handler's
  * start and to its completion (where the system lets an observer see completions), p50/p95/p99 of
  * all samples. The enqueue call's own latency (Sluice: CreateTask) is reported too, the rate the
- * jobs started at (below the arrivals: what the system got through at that load; pace.ts), and the
- * CPU per job of each of the system's processes and of the machine at that rate, between a quarter
- * and three quarters of the starts (cpu-per-job.ts).
+ * jobs started at (below the arrivals: what the system got through at that load; pace.ts) with
+ * the wait of each tenth of them (how the lateness moved through the run), and the CPU per job of
+ * each of the system's processes and of the machine at that rate, between a quarter and three
+ * quarters of the starts (cpu-per-job.ts).
  *
  * A few warm-up jobs go first, one at a time, and are left out of the figures: a worker's first
  * job pays its start-up (a process for Sluice), which drain reports.
@@ -18,6 +19,7 @@ import { WakeUpWindow } from '../wake-ups.js';
 import { Ledger } from '../ledger.js';
 import { epochNow } from '../latency.js';
 import { paceOf } from '../pace.js';
+import { formatNumber } from '../report-format.js';
 import type { Scenario, ScenarioContext, ScenarioResult } from '../scenario.js';
 import type { CompletionWatch, Job, QueueSystem } from '../system.js';
 import { SystemProcesses } from '../system-processes.js';
@@ -212,7 +214,8 @@ function pushPace(
     unit: 'jobs/s',
   });
   frame.notes.push(
-    `jobs started at ${pace.startRate.toFixed(1)} a second while they arrived at ${pace.arrivalRate.toFixed(1)} (medians of tenths in send order, pace.ts)`,
+    `jobs started at ${pace.startRate.toFixed(1)} a second while they arrived at ${pace.arrivalRate.toFixed(1)} (medians of tenths in send order, pace.ts); ` +
+      `send → start p50 of each tenth: ${pace.waitByTenth.map((ms) => formatNumber(ms, 1)).join(', ')} ms`,
   );
 }
 
