@@ -49,13 +49,14 @@ export function paceOf(jobs: readonly PacedJob[]): Pace | undefined {
     (job): job is { scheduledAt: number; startedAt: number } => job.startedAt !== undefined,
   );
   if (started.length < MIN_JOBS_FOR_PACE) return undefined;
-  const tenth = (index: number) =>
+  const tenths = Array.from({ length: 10 }, (_, index) =>
     started.slice(
       Math.floor((index * started.length) / 10),
       Math.floor(((index + 1) * started.length) / 10),
-    );
-  const second = tenth(1);
-  const last = tenth(9);
+    ),
+  );
+  const second = tenths[1]!;
+  const last = tenths[9]!;
   // The jobs from the middle of the second tenth to the middle of the last.
   const jobsBetween = started.length * 0.8;
   const sendSpan =
@@ -66,8 +67,6 @@ export function paceOf(jobs: readonly PacedJob[]): Pace | undefined {
   // Starts that kept no distance at all (every job of the last tenth started together with the
   // second's) would be an infinite rate: the jobs started as fast as they came.
   const startRate = startSpan > 0 ? (jobsBetween * 1_000) / startSpan : arrivalRate;
-  const waitByTenth = Array.from({ length: 10 }, (_, index) =>
-    median(tenth(index).map((j) => j.startedAt - j.scheduledAt)),
-  );
+  const waitByTenth = tenths.map((jobs) => median(jobs.map((j) => j.startedAt - j.scheduledAt)));
   return { arrivalRate, startRate, waitByTenth };
 }

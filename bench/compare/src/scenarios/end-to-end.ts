@@ -189,7 +189,8 @@ async function measure(
 
 /**
  * The rate the jobs started at against the rate they arrived at (pace.ts): below the arrivals, the
- * system fell behind and got through that many a second at this load.
+ * system fell behind and got through that many a second at this load. The note adds the wait of
+ * each tenth, which says whether a queue grew, stayed or was worked off.
  */
 function pushPace(
   frame: RunFrame,
