@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { jetstream, jetstreamManager } from '@nats-io/jetstream';
+import { JetStreamApiError, jetstream, jetstreamManager } from '@nats-io/jetstream';
 import type { JetStreamManager } from '@nats-io/jetstream';
 import { connect, nanos } from '@nats-io/transport-node';
 import type { NatsConnection } from '@nats-io/transport-node';
@@ -91,6 +91,49 @@ describe('topology', () => {
     await assert.rejects(ensureStream(jsm, impossible), (err: unknown) =>
       isSluiceError(err, SluiceErrorCode.FailedPrecondition),
     );
+  });
+
+  it('takes "subjects overlap" from a peer creating the same stream as that race, and converges', async () => {
+    // On 2.9 a peer's create of the same stream can be answered 10065 instead of being handed the
+    // stream (see `overlapping` in topology.ts); the race is too narrow to provoke on demand, so a
+    // stand-in manager lets the peer win and then answers as the server did in CI.
+    const c = catalog('topo_race');
+    const spec = stepsStreamSpec(c);
+    const racing: JetStreamManager = Object.create(jsm) as JetStreamManager;
+    Object.defineProperty(racing, 'streams', {
+      value: Object.assign(Object.create(jsm.streams) as JetStreamManager['streams'], {
+        add: async (config: typeof spec) => {
+          await jsm.streams.add(config);
+          throw new JetStreamApiError({
+            code: 400,
+            err_code: 10065,
+            description: 'subjects overlap with an existing stream',
+          });
+        },
+      }),
+    });
+    assert.equal(await ensureStream(racing, spec), 'unchanged');
+    assert.deepEqual((await jsm.streams.info(spec.name)).config.subjects, spec.subjects);
+  });
+
+  it('refuses a stream whose subjects another stream takes, naming them, and creates nothing', async () => {
+    const c = catalog('topo_overlap');
+    const spec = stepsStreamSpec(c);
+    const squatter = `${spec.name}_OTHER`;
+    await jsm.streams.add({ name: squatter, subjects: spec.subjects });
+    try {
+      await assert.rejects(ensureStream(jsm, spec), (err: unknown) => {
+        assert.ok(isSluiceError(err, SluiceErrorCode.FailedPrecondition), String(err));
+        assert.match(
+          (err as Error).message,
+          new RegExp(spec.subjects[0]!.replace(/[.*>]/g, '\\$&')),
+        );
+        return true;
+      });
+      await assert.rejects(jsm.streams.info(spec.name), /stream not found/);
+    } finally {
+      await jsm.streams.delete(squatter);
+    }
   });
 
   it('creates four consumers per resource with disjoint filters, concurrently and idempotently', async () => {

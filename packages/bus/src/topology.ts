@@ -34,6 +34,8 @@ export type EnsureAction = 'created' | 'updated' | 'unchanged';
 const STREAM_NOT_FOUND = 10059;
 /** Another stream with this name but a different configuration exists (a concurrent create). */
 const STREAM_NAME_IN_USE = 10058;
+/** Another stream already listens on one of these subjects (or a concurrent create, see below). */
+const STREAM_SUBJECTS_OVERLAP = 10065;
 const CONSUMER_NOT_FOUND = 10014;
 /** Rounds of read → create/update before giving up on a racing peer. */
 const MAX_ROUNDS = 5;
@@ -64,7 +66,8 @@ function sameValue(want: unknown, have: unknown): boolean {
  * Creates a stream, or updates it to the spec when its settings differ.
  *
  * @throws SluiceError `failed_precondition` when the server refuses the update (e.g. a changed
- *   retention policy), or the client's error when the server cannot be reached.
+ *   retention policy) or another stream takes the subjects, or the client's error when the server
+ *   cannot be reached.
  */
 export async function ensureStream(jsm: JetStreamManager, spec: StreamSpec): Promise<EnsureAction> {
   for (let round = 0; round < MAX_ROUNDS; round++) {
@@ -78,6 +81,10 @@ export async function ensureStream(jsm: JetStreamManager, spec: StreamSpec): Pro
         // answers 10058): read it again and compare. Any other refusal (e.g. 10047, not enough
         // storage) is the answer.
         if (apiCode(err) === STREAM_NAME_IN_USE) continue;
+        if (apiCode(err) === STREAM_SUBJECTS_OVERLAP) {
+          if ((await streamInfo(jsm, spec.name)) !== null) continue;
+          throw overlapping(spec, err);
+        }
         throw err;
       }
     }
@@ -155,6 +162,22 @@ function incompatible(what: string, err: unknown): SluiceError {
     'failed_precondition',
     `${what} exists with settings that cannot be changed to the spec (${detail}); ` +
       'migrate or delete it by hand',
+    { cause: err },
+  );
+}
+
+/**
+ * A create refused because the subjects are taken. On 2.9 (`server/stream.go`) a new stream joins
+ * the account's list only when it is fully set up, after the name check and before a peer's overlap
+ * check can run: a peer creating the same stream at that moment is told "subjects overlap" instead
+ * of being handed the stream. {@link ensureStream} therefore calls this only when no stream of the
+ * spec's name exists, i.e. when a stream of another name owns the subjects.
+ */
+function overlapping(spec: StreamSpec, err: unknown): SluiceError {
+  return new SluiceError(
+    'failed_precondition',
+    `stream ${spec.name} cannot be created: another stream already takes its subjects ` +
+      `(${spec.subjects.join(', ')}); delete that stream or choose another subject prefix`,
     { cause: err },
   );
 }
