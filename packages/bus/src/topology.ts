@@ -168,10 +168,11 @@ function incompatible(what: string, err: unknown): SluiceError {
 
 /**
  * A create refused because the subjects are taken. On 2.9 (`server/stream.go`) a new stream joins
- * the account's list only when it is fully set up, after the name check and before a peer's overlap
- * check can run: a peer creating the same stream at that moment is told "subjects overlap" instead
- * of being handed the stream. {@link ensureStream} therefore calls this only when no stream of the
- * spec's name exists, i.e. when a stream of another name owns the subjects.
+ * the account's list only once it is fully set up, so a peer creating the same stream can pass the
+ * name check before it joins and meet it at the overlap check just after: the peer is told
+ * "subjects overlap" instead of being handed the stream. {@link ensureStream} therefore calls this
+ * only when no stream of the spec's name exists, i.e. when a stream of another name owns the
+ * subjects.
  */
 function overlapping(spec: StreamSpec, err: unknown): SluiceError {
   return new SluiceError(
