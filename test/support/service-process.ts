@@ -108,28 +108,32 @@ export class ServiceProcess {
    * with its stderr in the message.
    */
   async waitForLine(match: (line: LogLine) => boolean, timeoutMs = 30_000): Promise<LogLine> {
-    const deadline = Date.now() + timeoutMs;
-    for (;;) {
-      const found = this.lines.find(match);
-      if (found) return found;
-      if (!this.running) {
-        throw new Error(
-          `${this.options.name} exited before the expected log line:\n${this.stderr.join('\n')}`,
-        );
-      }
-      const left = deadline - Date.now();
-      if (left <= 0) {
-        throw new Error(
-          `${this.options.name}: no matching log line within ${timeoutMs} ms; last lines:\n` +
-            this.lines
-              .slice(-5)
-              .map((l) => JSON.stringify(l))
-              .join('\n') +
-            `\nstderr:\n${this.stderr.slice(-10).join('\n')}`,
-        );
-      }
-      await this.changed(left);
-    }
+    return this.waitFor(
+      () => this.lines.find(match),
+      timeoutMs,
+      'log line',
+      () =>
+        `last lines:\n${this.lines
+          .slice(-5)
+          .map((l) => JSON.stringify(l))
+          .join('\n')}\nstderr:\n${this.stderr.slice(-10).join('\n')}`,
+    );
+  }
+
+  /**
+   * Waits until a line of its stderr from index `from` on (`stderr.length` before asking for it)
+   * matches, and returns it. Fails early when the process exits first.
+   */
+  async waitForStderrLine(
+    match: (line: string) => boolean,
+    { from = 0, timeoutMs = 30_000 }: { from?: number; timeoutMs?: number } = {},
+  ): Promise<string> {
+    return this.waitFor(
+      () => this.stderr.slice(from).find(match),
+      timeoutMs,
+      'stderr line',
+      () => `last stderr lines:\n${this.stderr.slice(-10).join('\n')}`,
+    );
   }
 
   /** Waits for the line with message `msg` (e.g. `gateway started`). */
@@ -206,6 +210,32 @@ export class ServiceProcess {
       new Promise<void>((resolve) => (timer = setTimeout(resolve, OUTPUT_DRAIN_MS))),
     ]);
     clearTimeout(timer);
+  }
+
+  /** Waits until `find` finds something in the output, the process exits, or time runs out. */
+  private async waitFor<T>(
+    find: () => T | undefined,
+    timeoutMs: number,
+    what: string,
+    lastOutput: () => string,
+  ): Promise<T> {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const found = find();
+      if (found !== undefined) return found;
+      if (!this.running) {
+        throw new Error(
+          `${this.options.name} exited before the expected ${what}:\n${this.stderr.join('\n')}`,
+        );
+      }
+      const left = deadline - Date.now();
+      if (left <= 0) {
+        throw new Error(
+          `${this.options.name}: no matching ${what} within ${timeoutMs} ms; ${lastOutput()}`,
+        );
+      }
+      await this.changed(left);
+    }
   }
 
   private changed(timeoutMs: number): Promise<void> {

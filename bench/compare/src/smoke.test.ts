@@ -198,6 +198,27 @@ function assertFootprints(results: readonly ScenarioResult[]): void {
         `${name}: no Postgres work`,
       );
     }
+    // Sluice's services, asked to collect their garbage with the backlog queued, answered; no
+    // other system has Node processes of its own to ask.
+    if (result.system.name === 'sluice') {
+      for (const role of ['gateway', 'scheduler', 'governor']) {
+        const [idle, heap, processed] = ['idle', 'backlogged', 'processed'].map((moment) =>
+          value(`live_heap_mb:${moment}:${role}`),
+        );
+        const resident = value(`collected_mb:${role}`);
+        assert.ok(
+          heap !== undefined && resident !== undefined && heap > 0 && heap < resident,
+          `${name}: the ${role}'s live heap ${heap} MB within its resident ${resident} MB`,
+        );
+        assert.ok(idle! > 0 && processed! > 0, `${name}: the ${role}'s live heap before and after`);
+      }
+      assert.ok(value('live_heap_mb:processed:executor')! > 0, `${name}: the executor's after`);
+    } else {
+      assert.ok(
+        result.figures.every((f) => !f.key.startsWith('live_heap_mb:')),
+        `${name}: no live heaps`,
+      );
+    }
     const peaks = result.figures.filter((f) => f.key.startsWith('peak_mb:'));
     const bench = peaks.find((f) => f.key === 'peak_mb:client' || f.key.includes('bench process'));
     assert.ok(bench !== undefined && bench.value > 10, `${name}: the bench process's peak`);

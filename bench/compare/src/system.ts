@@ -78,6 +78,22 @@ export interface QueueSystem extends SystemInfo {
    * Absent where the system offers no sound way; its completion latencies are then not reported.
    */
   watchCompletions?(): Promise<CompletionWatch>;
+  /**
+   * What each of the system's own Node processes holds after a full garbage collection, by the
+   * role {@link processes} gives it (processes of one role summed), for the footprint scenario:
+   * their resident memory also counts heap that V8 has not collected yet. Absent where the
+   * system's code runs in no process of its own but the bench process (whose heap is the
+   * harness's too), or in no Node process at all.
+   */
+  liveHeaps?(): Promise<ReadonlyMap<string, LiveHeap>>;
+}
+
+/** A Node process's memory right after a full garbage collection. */
+export interface LiveHeap {
+  /** The JavaScript objects still reachable (`process.memoryUsage().heapUsed`). */
+  readonly heapUsedBytes: number;
+  /** Its resident memory then: what the collection gave back to the system is gone from it. */
+  readonly rssBytes: number;
 }
 
 /** Completion times of one run, as far as the system lets an observer know them. */

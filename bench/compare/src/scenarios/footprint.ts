@@ -15,7 +15,12 @@
  *   heartbeats, which the per-1,000 figures also pay for as long as a phase lasts. With
  *   `--idle-seconds N`, over N seconds after N seconds of settling: a system whose loops slow
  *   down while idle (Sluice's scheduler) reaches its idle pace only after several seconds;
- * - resident memory with the backlog of N jobs queued (after the enqueue, before any worker).
+ * - resident memory with the backlog of N jobs queued (after the enqueue, before any worker);
+ *   then, where the system has Node processes of its own (`QueueSystem.liveHeaps`: Sluice's
+ *   services), what each holds after a full garbage collection — its live heap, and its resident
+ *   memory then — which tells memory kept per task from heap V8 had not collected yet; the live
+ *   heaps also before the enqueue and after the processing, which tell whether a process keeps
+ *   anything per job it handled.
  * Shared servers (the machine's nats-server and Redis) show their growth over the run (Δ). The
  * sampler's own CPU time is taken off the bench process; the `processes()` query once a second
  * (a Postgres round trip for the Postgres-based systems) is not.
@@ -101,6 +106,8 @@ export const footprint: Scenario = {
             );
           }
 
+          // The live heaps at rest, to compare with those after the run's jobs (below).
+          const liveHeapsIdle = await system.liveHeaps?.();
           const work = system.postgresWork?.bind(system);
           const workBefore = await work?.();
           const enqueueMark = sampler.mark();
@@ -119,6 +126,10 @@ export const footprint: Scenario = {
           await processes.refresh();
           sampler.sample();
           const backlog = sampler.footprints();
+          // What the system's own Node processes hold with the backlog, after a full collection:
+          // asked after the resident memory above was read (a collection gives memory back), and
+          // before the processing mark, so that its CPU counts in neither phase.
+          const liveHeaps = await system.liveHeaps?.();
 
           // Marked before the workers start: their start-up in the bench process is processing
           // cost; a worker process started by `startWorkers` counts from when it is first seen.
@@ -137,6 +148,8 @@ export const footprint: Scenario = {
           });
           const processingCpu = sampler.cpuSince(processingMark);
           const workProcessed = await work?.();
+          // Again once every job went through: a process that keeps something per job holds more.
+          const liveHeapsProcessed = await system.liveHeaps?.();
           const processingSeconds = processing.seconds;
 
           const workersInBench = processes.workersInBench;
@@ -232,6 +245,29 @@ export const footprint: Scenario = {
                 unit: '% of a core',
               },
             );
+            const moments = [
+              ['idle', liveHeapsIdle],
+              ['backlogged', liveHeaps],
+              ['processed', liveHeapsProcessed],
+            ] as const;
+            for (const [moment, heaps] of moments) {
+              const live = heaps?.get(f.role);
+              if (live === undefined) continue;
+              figures.push({
+                key: `live_heap_mb:${moment}:${name}`,
+                label: `live heap ${moment}, ${name}`,
+                value: live.heapUsedBytes / MB,
+                unit: 'MB',
+              });
+              if (moment === 'backlogged') {
+                figures.push({
+                  key: `collected_mb:${name}`,
+                  label: `backlogged after a full collection, ${name}`,
+                  value: live.rssBytes / MB,
+                  unit: 'MB',
+                });
+              }
+            }
           }
           if (
             workBefore !== undefined &&

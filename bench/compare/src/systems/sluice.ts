@@ -29,12 +29,13 @@ import {
   postgresBackends,
 } from './footprint-processes.js';
 import { POSTGRES_WORK_QUERY, postgresWorkOf, type PostgresWorkRow } from '../postgres-work.js';
-import type { Job, JobHandler, QueueSystem, StartOptions } from '../system.js';
+import type { Job, JobHandler, LiveHeap, QueueSystem, StartOptions } from '../system.js';
 import { packageVersion } from '../versions.js';
 import { manifestOf } from '../../../../services/executor/src/task-registry.js';
 import { BENCH_RESOURCE, BENCH_TASK_TYPE, benchNoop } from './sluice-task-types.js';
 import { REPORT_ADDRESS_VARIABLE, startReportServer, type ReportServer } from './start-reports.js';
 import { sluiceStackSettings } from './sluice-settings.js';
+import { liveHeapProbeOptions, readLiveHeap } from './live-heap.js';
 
 const REPO_ROOT = fileURLToPath(new URL('../../../../', import.meta.url));
 const TASK_MODULE = fileURLToPath(new URL('./sluice-task-types.ts', import.meta.url));
@@ -91,6 +92,8 @@ export function createSluice(options: SluiceSystemOptions): QueueSystem & {
           SLUICE_TASK_MODULES: TASK_MODULE,
           SLUICE_EXECUTOR_SLOTS: String(options.slots),
           [REPORT_ADDRESS_VARIABLE]: reports.address,
+          // Idle until the footprint scenario signals a service (liveHeaps below).
+          NODE_OPTIONS: liveHeapProbeOptions(),
         },
       });
       // An executor registers its task types when it starts; none runs yet, so register the type
@@ -206,6 +209,23 @@ export function createSluice(options: SluiceSystemOptions): QueueSystem & {
         `${POSTGRES_BACKENDS_QUERY} and pid <> pg_backend_pid()`,
       );
       return [...services, ...postgresBackends(backends), ...(await machineNatsServer())];
+    },
+
+    async liveHeaps() {
+      // By the roles processes() names: each running service, executors summed.
+      const services = running().stack.all.filter((service) => service.running);
+      const heaps = await Promise.all(services.map(readLiveHeap));
+      const byRole = new Map<string, LiveHeap>();
+      services.forEach((service, i) => {
+        const role = service.options.service;
+        const sum = byRole.get(role);
+        const heap = heaps[i]!;
+        byRole.set(role, {
+          heapUsedBytes: (sum?.heapUsedBytes ?? 0) + heap.heapUsedBytes,
+          rssBytes: (sum?.rssBytes ?? 0) + heap.rssBytes,
+        });
+      });
+      return byRole;
     },
   };
 }
