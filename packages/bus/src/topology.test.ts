@@ -136,6 +136,23 @@ describe('topology', () => {
     }
   });
 
+  it('refuses a KV bucket whose subjects another stream takes, naming them, and creates nothing', async () => {
+    const c = catalog('topo_kv_overlap');
+    const subject = `$KV.${c.buckets.leases}.>`;
+    const squatter = `${c.streams.steps}_KV_SQUATTER`;
+    await jsm.streams.add({ name: squatter, subjects: [subject] });
+    try {
+      await assert.rejects(openKvBuckets(nc, c, { leaseTtlMs: 1_500 }), (err: unknown) => {
+        assert.ok(isSluiceError(err, SluiceErrorCode.FailedPrecondition), String(err));
+        assert.ok((err as Error).message.includes(subject), (err as Error).message);
+        return true;
+      });
+      await assert.rejects(jsm.streams.info(`KV_${c.buckets.leases}`), /stream not found/);
+    } finally {
+      await jsm.streams.delete(squatter);
+    }
+  });
+
   it('creates four consumers per resource with disjoint filters, concurrently and idempotently', async () => {
     const c = catalog('topo_cons');
     await ensureTopology(jsm, c);

@@ -83,7 +83,7 @@ export async function ensureStream(jsm: JetStreamManager, spec: StreamSpec): Pro
         if (apiCode(err) === STREAM_NAME_IN_USE) continue;
         if (apiCode(err) === STREAM_SUBJECTS_OVERLAP) {
           if ((await streamInfo(jsm, spec.name)) !== null) continue;
-          throw overlapping(spec, err);
+          throw overlapping(`stream ${spec.name}`, spec.subjects, err);
         }
         throw err;
       }
@@ -170,15 +170,15 @@ function incompatible(what: string, err: unknown): SluiceError {
  * A create refused because the subjects are taken. On 2.9 (`server/stream.go`) a new stream joins
  * the account's list only once it is fully set up, so a peer creating the same stream can pass the
  * name check before it joins and meet it at the overlap check just after: the peer is told
- * "subjects overlap" instead of being handed the stream. {@link ensureStream} therefore calls this
- * only when no stream of the spec's name exists, i.e. when a stream of another name owns the
- * subjects.
+ * "subjects overlap" instead of being handed the stream. {@link ensureStream} and `openBucket`
+ * therefore call this only when no stream of the wanted name exists, i.e. when a stream of another
+ * name owns the subjects.
  */
-function overlapping(spec: StreamSpec, err: unknown): SluiceError {
+function overlapping(what: string, subjects: readonly string[], err: unknown): SluiceError {
   return new SluiceError(
     'failed_precondition',
-    `stream ${spec.name} cannot be created: another stream already takes its subjects ` +
-      `(${spec.subjects.join(', ')}); delete that stream or choose another subject prefix`,
+    `${what} cannot be created: another stream already takes its subjects ` +
+      `(${subjects.join(', ')}); delete that stream or choose another subject prefix`,
     { cause: err },
   );
 }
@@ -334,8 +334,14 @@ async function openBucket(
       try {
         return await kvm.create(bucket, settings);
       } catch (err) {
-        // Lost a creation race to a peer with other settings: read again and converge.
-        if (apiCode(err) === undefined) throw err;
+        // Lost a creation race to a peer (with other settings, or 2.9's "subjects overlap" race
+        // that ensureStream describes): read again and converge. A bucket stream that still does
+        // not exist after an overlap is no race: a stream of another name takes its subjects.
+        const code = apiCode(err);
+        if (code === undefined) throw err;
+        if (code === STREAM_SUBJECTS_OVERLAP && (await streamInfo(jsm, stream)) === null) {
+          throw overlapping(`KV bucket ${bucket}`, [`$KV.${bucket}.>`], err);
+        }
         continue;
       }
     }
