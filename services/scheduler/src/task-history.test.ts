@@ -39,6 +39,22 @@ describe('TaskHistory', () => {
     );
   });
 
+  it("keeps an event's facts, not the rest of the row it came in", () => {
+    const history = new TaskHistory();
+    const row = {
+      ...event(1, 'create', 'queued'),
+      id: 7,
+      taskId: 't',
+      tenantId: 'acme',
+      step: 'a',
+    };
+    history.append('t', row);
+    history.load('u', [row], 1);
+    for (const task of ['t', 'u']) {
+      assert.deepEqual(history.before(task, 2), [event(1, 'create', 'queued')]);
+    }
+  });
+
   it('forgets the least recently active task beyond its capacity', () => {
     const history = new TaskHistory(2);
     history.append('a', event(1, 'create', 'queued'));
