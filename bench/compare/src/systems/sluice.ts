@@ -7,7 +7,8 @@
  * (a retried create cannot duplicate it). The executor is started only by
  * `startWorkers`, so `enqueue` fills a backlog; the step reports each start over a loopback
  * connection to the report server here, which calls the harness's handler (start-reports.ts). The stack and
- * the type registration are imported by path from test/ and services/ (not public packages).
+ * the type registration are imported by path from test/ and services/ (not public packages). Each
+ * service preloads live-heap-probe.mjs, idle until the footprint asks for its live heap.
  */
 import { execFileSync } from 'node:child_process';
 import { hostname } from 'node:os';
