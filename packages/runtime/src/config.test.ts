@@ -8,6 +8,7 @@ describe('loadEnvConfig', () => {
     assert.equal(config.NATS_URL, 'nats://127.0.0.1:4222');
     assert.equal(config.SLUICE_PREFIX, 'sluice');
     assert.equal(config.SLUICE_METRICS_PORT, 0);
+    assert.equal(config.SLUICE_DB_POOL_SIZE, 10);
   });
 
   it('names the variable of a bad value', () => {
@@ -18,6 +19,9 @@ describe('loadEnvConfig', () => {
       [{ SLUICE_LOG_LEVEL: 'loud' }, 'SLUICE_LOG_LEVEL'],
       [{ SLUICE_METRICS_PORT: '70000' }, 'SLUICE_METRICS_PORT'],
       [{ SLUICE_METRICS_PORT: '12ab' }, 'SLUICE_METRICS_PORT'],
+      // One connection would be all a scheduler's claim or an executor's outcome writer keeps.
+      [{ SLUICE_DB_POOL_SIZE: '1' }, 'SLUICE_DB_POOL_SIZE'],
+      [{ SLUICE_DB_POOL_SIZE: 'ten' }, 'SLUICE_DB_POOL_SIZE'],
     ];
     for (const [env, variable] of cases) {
       assert.throws(

@@ -178,6 +178,14 @@ export function configuredAdmission(config: EnvConfig<typeof ADMISSION_ENV>) {
   };
 }
 
+/**
+ * Connections of a service's Postgres pool, at least 2: the scheduler's claim and an executor's
+ * outcome writer each keep one of theirs for themselves, and need another for everything else.
+ */
+export function poolSizeVar(fallback: number) {
+  return intVar(fallback, 2, 1_000);
+}
+
 /** The variables every service reads. */
 export const COMMON_ENV = {
   NATS_URL: urlVar(['nats:', 'tls:', 'ws:', 'wss:'], 'nats://127.0.0.1:4222'),
@@ -192,4 +200,9 @@ export const COMMON_ENV = {
   SLUICE_DECISION_STALE_MS: intVar(10_000, 1_000, 600_000),
   /** How long a start-up step may take before the service logs what it waits for, and how often. */
   SLUICE_STARTUP_REPORT_MS: intVar(10_000, 100, 600_000),
+  /**
+   * Connections the service may open to Postgres (the governor's own default is 2). Each service
+   * opens them as its statements need them: a busy one holds them all (docs/operations.md, sizing).
+   */
+  SLUICE_DB_POOL_SIZE: poolSizeVar(10),
 } satisfies EnvSchema;

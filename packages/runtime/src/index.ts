@@ -20,6 +20,7 @@ export {
   enumVar,
   intVar,
   loadEnvConfig,
+  poolSizeVar,
   prefixVar,
   stringVar,
   urlVar,

@@ -89,6 +89,7 @@ export async function startExecutor(config: ExecutorConfig, log?: Logger): Promi
   });
   const database: DatabaseHandle = openDatabase(config.DATABASE_URL, {
     applicationName: `sluice-executor-${resource}`,
+    max: config.SLUICE_DB_POOL_SIZE,
   });
   // The outcome writer's connection: it writes one transaction at a time, each in one write
   // (recordStepOutcomes), which a connection kept for it sends without waiting for a free one.

@@ -94,7 +94,10 @@ export async function startGateway(
   const startup = watchStartup(logger, 'gateway', {
     intervalMs: config.SLUICE_STARTUP_REPORT_MS,
   });
-  const database = openDatabase(config.DATABASE_URL, { applicationName: 'sluice-gateway' });
+  const database = openDatabase(config.DATABASE_URL, {
+    applicationName: 'sluice-gateway',
+    max: config.SLUICE_DB_POOL_SIZE,
+  });
   let nc: NatsConnection | undefined;
   let hub: EventHub | undefined;
   let grpc: GrpcServer | undefined;

@@ -96,7 +96,7 @@ export async function startGovernor(
   });
   const database = openDatabase(config.DATABASE_URL, {
     applicationName: 'sluice-governor',
-    max: 2,
+    max: config.SLUICE_DB_POOL_SIZE,
   });
   const tracing = options.tracing ?? startTracing({ serviceName: 'sluice-governor' });
   let nc: NatsConnection | undefined;

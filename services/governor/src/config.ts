@@ -2,7 +2,7 @@
  * Configuration of the governor, from the environment.
  */
 import { z } from 'zod';
-import { COMMON_ENV, intVar, loadEnvConfig, type EnvConfig } from '@sluice/runtime';
+import { COMMON_ENV, intVar, loadEnvConfig, poolSizeVar, type EnvConfig } from '@sluice/runtime';
 import { parseThresholds } from './pressure/thresholds.js';
 
 /** Default lease time-to-live: a killed leader is replaced within about this long. */
@@ -18,6 +18,8 @@ export const DEFAULT_GOVERNOR_INTERVAL_MS = 1_000;
 /** The variables the governor reads. */
 export const GOVERNOR_ENV = {
   ...COMMON_ENV,
+  /** The governor's pool: its leader reads the signals once a tick, and little else touches it. */
+  SLUICE_DB_POOL_SIZE: poolSizeVar(2),
   /** Leader lease time-to-live (the leases bucket's TTL; the same for every service). */
   SLUICE_LEASE_TTL_MS: intVar(DEFAULT_LEASE_TTL_MS, 1_000, 300_000),
   /**

@@ -104,7 +104,10 @@ export async function startScheduler(
   const startup = watchStartup(logger, 'scheduler', {
     intervalMs: config.SLUICE_STARTUP_REPORT_MS,
   });
-  const database = openDatabase(config.DATABASE_URL, { applicationName: 'sluice-scheduler' });
+  const database = openDatabase(config.DATABASE_URL, {
+    applicationName: 'sluice-scheduler',
+    max: config.SLUICE_DB_POOL_SIZE,
+  });
   const tracing = options.tracing ?? startTracing({ serviceName: 'sluice-scheduler' });
   const loops: BatchLoop[] = [];
   const subscriptions: Subscription[] = [];
