@@ -1,7 +1,9 @@
 /**
  * `SLUICE_DB_POOL_SIZE` caps the Postgres connections of every service, and the smallest pool it
- * accepts (2) still moves work: a burst of tasks created all at once, more than two at a time on
- * every service, ends with each task succeeded while no service held more than two connections.
+ * accepts (2) still moves work: a burst of tasks created all at once ends with each task succeeded
+ * while no service held more than two connections. With the default pools the same burst has the
+ * gateway open all ten of its connections and the scheduler five (the executor two, the governor
+ * one), so the test fails where the setting does not reach the gateway or the scheduler.
  *
  * A pool opens connections as its statements need them and keeps them, so the backends each
  * service holds after the burst are the most it held during it. The scheduler's `LISTEN`
