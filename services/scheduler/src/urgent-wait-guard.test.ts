@@ -121,6 +121,21 @@ describe('the urgent-wait guard', () => {
     assert.deepEqual(small.caps(), { llm: DEFAULT_FLOOR + 1 });
   });
 
+  it('raises a cap only while the flood fills at least half of it, so steady P0 work cannot grow it without bound', () => {
+    const guard = new UrgentWaitGuard({ targetMs: TARGET_MS });
+    guard.assess(reading({ llm: waitsAt(1_000) }, { llm: 64 }), 0);
+    assert.deepEqual(guard.caps(), { llm: 16 });
+    // The flood is gone while P0 work goes on within its target, a reading every 250 ms for five
+    // minutes: a cap raised at every reading regardless would pass 2^31 (the claim reads it as a
+    // Postgres int) within a minute and a safe integer within two.
+    for (let at = 250; at <= 300_000; at += 250) {
+      guard.assess(reading({ llm: waitsAt(10) }, { llm: 7 }), at);
+    }
+    assert.deepEqual(guard.caps(), { llm: 16 }, '7 of 16 in flight: under half, not raised');
+    guard.assess(reading({ llm: waitsAt(10) }, { llm: 8 }), 300_250);
+    assert.deepEqual(guard.caps(), { llm: 18 }, '8 of 16: half in use, raised by an eighth');
+  });
+
   it('keeps the cap through a short lull and lifts it once P0 work has stopped', () => {
     const guard = new UrgentWaitGuard({ targetMs: TARGET_MS, releaseAfterMs: 1_000 });
     guard.assess(reading({ llm: waitsAt(100) }, { llm: 60 }), 0);

@@ -22,7 +22,8 @@
  *   flood is cut down in a few readings rather than many. At most once until the steps in flight
  *   have come down to the cap: a lower cap only takes effect as steps finish, and cutting again
  *   before then overshoots.
- * - At or below the target, the cap grows by an eighth (at least one step): additive increase.
+ * - At or below the target, the cap grows by an eighth (at least one step) while the P1–P3 steps
+ *   in flight fill at least half of it: additive increase, bounded by the flood itself.
  * - When the resource has had no P0 start for `releaseAfterMs`, the cap is lifted.
  * - When P0 work appears in a resource that has no cap (its onset), the next reading — taken at
  *   once — cuts the P1–P3 steps in flight there to a quarter (at least the floor), the
@@ -195,6 +196,12 @@ export class UrgentWaitGuard {
       if (lowerInFlight > next) this.#draining.add(resource);
     } else {
       if (cap === undefined) return undefined;
+      // A cap the flood fills under half of gives no evidence that a higher one would keep P0
+      // within its target (Netflix's AIMD grows only while half its limit is in use). Raised at
+      // every reading regardless, a cap on a resource with steady P0 work and no flood grew by an
+      // eighth four times a second without end: past 2^31 in about a minute, where the claim
+      // failed reading it as a Postgres int, and past a safe integer, where its notice did.
+      if (lowerInFlight * 2 < cap) return undefined;
       next = cap + Math.max(1, Math.floor(cap * INCREASE));
     }
     if (next === cap) return undefined;
