@@ -113,17 +113,24 @@ async function startRun(options: {
   }
 }
 
-/** Polls `probe` until it returns a value; fails after the deadline with `what`. */
+/**
+ * Polls `probe` until it returns a value; fails after the deadline with `what`, and with what
+ * `explain` then says of where things stand, if given.
+ */
 async function eventually<T>(
   probe: () => Promise<T | undefined>,
   what: string,
   timeoutMs = 60_000,
+  explain?: () => Promise<string>,
 ): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const value = await probe();
     if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting until ${what}`);
+    if (Date.now() > deadline) {
+      const state = explain ? `; ${await explain()}` : '';
+      throw new Error(`timed out waiting until ${what}${state}`);
+    }
     await delay(50);
   }
 }
@@ -160,26 +167,23 @@ async function waitAllSucceeded(
   // Generous for a loaded 2-core machine, and growing with the scale (`npm run test:chaos`).
   timeoutMs = Math.max(90_000, expected * 400),
 ) {
-  try {
-    await eventually(
-      async () => {
-        const counts = await statusCounts(handle);
-        const failed = Object.entries(counts).filter(([s]) =>
-          ['failed', 'cancelled', 'dead_lettered'].includes(s),
-        );
-        assert.deepEqual(failed, [], 'no task ends in another final state');
-        return counts['succeeded'] === expected ? counts : undefined;
-      },
-      `all ${expected} tasks succeeded`,
-      timeoutMs,
-    );
-  } catch (error) {
-    // Where the work stopped, for a run that timed out (once in CI, session 52, not reproduced).
-    if (!(error instanceof Error) || !error.message.startsWith('timed out')) throw error;
-    const [tasks, steps] = await Promise.all([statusCounts(handle), stepCounts(handle)]);
-    error.message += `; tasks ${JSON.stringify(tasks)}, steps ${JSON.stringify(steps)}`;
-    throw error;
-  }
+  await eventually(
+    async () => {
+      const counts = await statusCounts(handle);
+      const failed = Object.entries(counts).filter(([s]) =>
+        ['failed', 'cancelled', 'dead_lettered'].includes(s),
+      );
+      assert.deepEqual(failed, [], 'no task ends in another final state');
+      return counts['succeeded'] === expected ? counts : undefined;
+    },
+    `all ${expected} tasks succeeded`,
+    timeoutMs,
+    // Where the work stopped, for a run that times out (once in CI, session 52, not reproduced).
+    async () => {
+      const [tasks, steps] = await Promise.all([statusCounts(handle), stepCounts(handle)]);
+      return `tasks ${JSON.stringify(tasks)}, steps ${JSON.stringify(steps)}`;
+    },
+  );
 }
 
 /** Runs `work` on every item, at most `concurrency` at a time, in order of the items. */
