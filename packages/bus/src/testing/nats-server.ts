@@ -4,6 +4,7 @@ import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
+import { summarizeServerLog } from './server-log.js';
 
 /** Options of {@link startNatsServer}. */
 export interface StartNatsServerOptions {
@@ -179,7 +180,7 @@ class PrivateNatsServer implements NatsServer {
     const fail = async (reason: string): Promise<never> => {
       await this.kill('SIGKILL');
       const log = await readFile(this.#logPath(), 'utf8').catch(() => '');
-      throw new Error(`private nats-server ${reason}\n${log.split('\n').slice(-15).join('\n')}`);
+      throw new Error(`private nats-server ${reason}\n${summarizeServerLog(log)}`);
     };
     for (;;) {
       if (exitedEarly) return fail('exited during start');
@@ -264,8 +265,8 @@ class PrivateNatsServer implements NatsServer {
     const log = await readFile(this.#logPath(), 'utf8').catch(() => '');
     const how = signal === null ? `with code ${String(code)}` : `on ${signal}`;
     this.#onUnexpectedExit(
-      `private nats-server on port ${String(this.#port)} exited ${how}, not asked to; its log ends:\n` +
-        log.trimEnd().split('\n').slice(-15).join('\n'),
+      `private nats-server on port ${String(this.#port)} exited ${how}, not asked to; its log:\n` +
+        summarizeServerLog(log),
     );
   }
 
