@@ -3,7 +3,9 @@
  * hangs, the end of its log and what the kernel said about it (an OOM kill, a segfault).
  *
  * The machine's nats-server has died in the middle of CI runs three times with nothing recorded
- * on why; the next time, the run prints the evidence before it goes on.
+ * on why; the next time, the run prints the evidence before it goes on. (A Go panic goes to the
+ * server's stderr, which a server started in the background does not keep: session 53 found
+ * one that the suite's stacks could cause, see docs/decisions.md.)
  */
 import { spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';

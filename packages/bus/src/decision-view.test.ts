@@ -10,7 +10,8 @@ import {
   type GovernorDecision,
 } from './governor-decision.js';
 import { deletePrefixResources, natsUrl, uniquePrefix } from './testing/index.js';
-import { openGovernorBucket, openKvBuckets } from './topology.js';
+import { openGovernorBucket } from './governor-bucket.js';
+import { openKvBuckets } from './topology.js';
 
 const quiet = { warn: () => undefined, info: () => undefined };
 
@@ -117,7 +118,7 @@ describe('startDecisionView', () => {
     const lines = recordingLog();
     const view = await startDecisionView({
       nc,
-      kv: await openGovernorBucket(nc, catalog),
+      kv: openGovernorBucket(nc, catalog),
       subject: catalog.subjects.governorDecisions,
       log: lines.log,
     });
@@ -139,7 +140,7 @@ describe('startDecisionView', () => {
     // A real failure: the bucket's connection is closed before the read.
     const catalog = createBusCatalog(uniquePrefix('kvfail'));
     const other = await connect({ servers: natsUrl() });
-    const kv = await openGovernorBucket(other, catalog);
+    const kv = openGovernorBucket(other, catalog);
     await other.close();
     const lines = recordingLog();
     const view = await startDecisionView({

@@ -9,7 +9,6 @@
  * open is deliberate — a dead governor must not freeze the queue; the limits in Postgres and the
  * executors' own gates still hold — and it is visible (a warning and `isStale()`).
  */
-import type { KV } from '@nats-io/kv';
 import type { NatsConnection, Subscription } from '@nats-io/transport-node';
 import type { Priority } from '@sluice/core';
 import {
@@ -19,7 +18,7 @@ import {
   sameDecision,
 } from './governor-decision.js';
 import type { GovernorDecision } from './governor-decision.js';
-import { isMissingGovernorBucket } from './topology.js';
+import { isMissingGovernorBucket, type GovernorBucketReader } from './governor-bucket.js';
 
 /** What a view answers while no fresh decision exists. */
 export const UNGOVERNED: GovernorDecision = {
@@ -39,7 +38,7 @@ export const DEFAULT_DECISION_STALE_MS = 10_000;
 export interface DecisionViewOptions {
   readonly nc: NatsConnection;
   /** The governor bucket, read once at start (optional: the subject alone also works). */
-  readonly kv?: KV;
+  readonly kv?: GovernorBucketReader;
   /** The `governorDecisions` subject. */
   readonly subject: string;
   readonly staleAfterMs?: number;

@@ -90,7 +90,8 @@ export type {
 } from './topology.js';
 
 export { createTopologyRepair, isMissingTopologyError } from './topology-repair.js';
-export { isMissingGovernorBucket, openGovernorBucket } from './topology.js';
+export { isMissingGovernorBucket, openGovernorBucket } from './governor-bucket.js';
+export type { GovernorBucketReader } from './governor-bucket.js';
 export {
   ADMISSION_LEVELS,
   AdmissionLevel,

@@ -358,19 +358,3 @@ async function openBucket(
   }
   throw raced(`KV bucket ${bucket}`);
 }
-
-/**
- * Opens the governor's decisions bucket for reading without creating it (readers do not know the
- * settings its owner creates it with). Reads fail until the governor has created it.
- */
-export function openGovernorBucket(nc: NatsConnection, catalog: BusCatalog): Promise<KV> {
-  return new Kvm(nc).open(catalog.buckets.governor);
-}
-
-/**
- * Whether a read of the bucket {@link openGovernorBucket} opened failed because the bucket does
- * not exist yet: no governor has led (the governor creates it), which is no fault.
- */
-export function isMissingGovernorBucket(error: unknown): boolean {
-  return apiCode(error) === STREAM_NOT_FOUND;
-}

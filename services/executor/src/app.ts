@@ -153,7 +153,7 @@ export async function startExecutor(config: ExecutorConfig, log?: Logger): Promi
     const running = new RunningSteps();
     const conn = nc;
     startup.stage('reading the governor decision');
-    const governorBucket = await openGovernorBucket(conn, catalog);
+    const governorBucket = openGovernorBucket(conn, catalog);
     decisions = await startDecisionView({
       nc: conn,
       kv: governorBucket,

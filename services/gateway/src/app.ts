@@ -116,7 +116,7 @@ export async function startGateway(
     const metrics = createMetrics();
     hub = startEventHub(nc, catalog, logger);
     startup.stage('reading the governor decision');
-    const governorBucket = await openGovernorBucket(nc, catalog);
+    const governorBucket = openGovernorBucket(nc, catalog);
     decisions = await startDecisionView({
       nc,
       kv: governorBucket,

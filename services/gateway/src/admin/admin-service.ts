@@ -20,8 +20,7 @@ import {
   revokeApiKey,
   type Database,
 } from '@sluice/db';
-import type { KV } from '@nats-io/kv';
-import type { GuardCapsView } from '@sluice/bus';
+import type { GovernorBucketReader, GuardCapsView } from '@sluice/bus';
 import type { Logger } from '@sluice/telemetry';
 import { alreadyExists, failedPrecondition, invalidArgument, notFound } from '../grpc/index.js';
 import type { AdminServiceHandlers } from '../grpc/admin-service.js';
@@ -39,7 +38,7 @@ export interface AdminServiceDeps {
   /** Tells the scheduler it has work (after a redrive queued steps). */
   readonly wakeScheduler: () => void;
   /** The governor bucket (opened, not created: it may not exist yet), read by `GetPressure`. */
-  readonly governorKv: KV;
+  readonly governorKv: GovernorBucketReader;
   /** Age after which `GetPressure` calls the governor's decision stale (default 10 s). */
   readonly decisionStaleMs?: number;
   /** The schedulers' urgent-wait guard caps, which `GetPressure` lists. */

@@ -8,7 +8,6 @@
  * the governor reads the active ones every tick, so an override takes effect within about one
  * governor interval, and survives every restart.
  */
-import type { KV } from '@nats-io/kv';
 import {
   fromDuration,
   toDuration,
@@ -22,6 +21,7 @@ import {
   decodeDecision,
   isMissingGovernorBucket,
   type BreakerView,
+  type GovernorBucketReader,
   type GovernorDecision,
   type GuardCapsView,
 } from '@sluice/bus';
@@ -62,7 +62,7 @@ export interface PressureDeps {
   readonly db: Database;
   readonly log: Logger;
   /** The governor bucket, opened without creating it (it may not exist yet). */
-  readonly governorKv: KV;
+  readonly governorKv: GovernorBucketReader;
   /** Age after which the decision counts as stale (default {@link DEFAULT_DECISION_STALE_MS}). */
   readonly decisionStaleMs?: number;
   /** The schedulers' urgent-wait guard caps (none shown without it). */
@@ -179,7 +179,10 @@ export function createPressureHandlers(deps: PressureDeps): PressureHandlers {
  * yet (no governor ever ran), holds no decision, or holds one that does not decode (logged; the
  * services ignore it too).
  */
-async function readDecision(kv: KV, log: Logger): Promise<GovernorDecision | undefined> {
+async function readDecision(
+  kv: GovernorBucketReader,
+  log: Logger,
+): Promise<GovernorDecision | undefined> {
   let entry;
   try {
     entry = await kv.get(DECISIONS_KEY);
