@@ -10,9 +10,9 @@
  * together hits the window when a reader's first read meets the governor's first lead. A KV bound
  * without looking at its stream (`Kvm.open`) reads that way, so this module binds only after the
  * stream's info was read, with the stream's own direct-get setting: direct gets are answered by
- * the stream itself, which subscribes to them only once its store is set up. Direct gets cannot
- * tell a missing stream either — nothing answers them, and the JetStream API's interest in
- * `$JS.API.>` keeps the server from saying "no responders", so they wait out the request timeout —
+ * the stream itself, which subscribes to them only once its store is set up. A direct get cannot
+ * tell a missing stream, though: nothing answers it, and the JetStream API's interest in
+ * `$JS.API.>` keeps the server from saying "no responders", so it waits out the request timeout —
  * hence the info read first, whose "stream not found" is immediate.
  */
 import { JetStreamApiError, jetstreamManager } from '@nats-io/jetstream';
@@ -20,6 +20,7 @@ import { Kvm } from '@nats-io/kv';
 import type { KvEntry } from '@nats-io/kv';
 import type { NatsConnection } from '@nats-io/transport-node';
 import type { BusCatalog } from './catalog.js';
+import { kvStreamName } from './topology.js';
 
 const STREAM_NOT_FOUND = 10059;
 
@@ -34,7 +35,7 @@ export interface GovernorBucketReader {
 
 export function openGovernorBucket(nc: NatsConnection, catalog: BusCatalog): GovernorBucketReader {
   const bucket = catalog.buckets.governor;
-  const stream = `KV_${bucket}`;
+  const stream = kvStreamName(bucket);
   const kvm = new Kvm(nc);
   // Without the account-info check, which would cost a request and can fail: nothing to keep.
   const manager = jetstreamManager(nc, { checkAPI: false });

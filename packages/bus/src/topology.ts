@@ -268,7 +268,7 @@ export interface KvBuckets {
 }
 
 /** A KV bucket is stored in the stream `KV_<bucket>`. */
-function kvStreamName(bucket: string): string {
+export function kvStreamName(bucket: string): string {
   return `KV_${bucket}`;
 }
 
