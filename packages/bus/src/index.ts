@@ -91,6 +91,7 @@ export type {
 
 export { createTopologyRepair, isMissingTopologyError } from './topology-repair.js';
 export { isMissingGovernorBucket, openGovernorBucket } from './governor-bucket.js';
+export { readStreamMessage } from './stream-message.js';
 export type { GovernorBucketReader } from './governor-bucket.js';
 export {
   ADMISSION_LEVELS,

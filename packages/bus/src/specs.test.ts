@@ -27,6 +27,7 @@ describe('stream specs', () => {
     assert.ok((s.max_msgs ?? 0) > 0 && (s.max_bytes ?? 0) > 0);
     assert.equal(s.duplicate_window, nanos(120_000));
     assert.equal(s.num_replicas, 1);
+    assert.equal(s.allow_direct, true, 'single messages are read by direct get');
   });
 
   it('applies options', () => {

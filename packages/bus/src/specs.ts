@@ -162,6 +162,9 @@ export function stepsStreamSpec(catalog: BusCatalog, options: StreamOptions = {}
     max_msg_size: positiveInt(o.maxMsgSize, DEFAULT_MAX_MSG_SIZE, 'steps.maxMsgSize'),
     duplicate_window: nanos(duplicateWindow(windowMs, 'steps.duplicateWindowMs')),
     num_replicas: positiveInt(options.replicas, DEFAULT_REPLICAS, 'replicas'),
+    // The scheduler reads single messages by direct get, which a stream being created (after a
+    // lost store) cannot crash 2.9.10 with, where a message get can (stream-message.ts).
+    allow_direct: true,
   };
 }
 

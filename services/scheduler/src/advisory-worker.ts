@@ -19,6 +19,7 @@ import {
   decodeMessageOf,
   decodeStepAdvisory,
   fetchEach,
+  readStreamMessage,
   type BusCatalog,
   type StepAdvisory,
   type StepDispatch,
@@ -142,7 +143,7 @@ export async function handleStepAdvisory(
     deps.log.info(context, 'terminated step message (the executor logged it)');
     return 'gone';
   }
-  const stored = await deps.jsm.streams.getMessage(steps, { seq: advisory.stream_seq });
+  const stored = await readStreamMessage(deps.jsm, steps, advisory.stream_seq);
   if (stored === null) return 'gone';
   let dispatch: StepDispatch;
   try {
@@ -207,7 +208,7 @@ async function deleteStepMessage(
   try {
     await deps.jsm.streams.deleteMessage(steps, seq, false);
   } catch (error) {
-    if ((await deps.jsm.streams.getMessage(steps, { seq })) !== null) throw error;
+    if ((await readStreamMessage(deps.jsm, steps, seq)) !== null) throw error;
   }
 }
 

@@ -14,7 +14,7 @@
  * JetStream's `max_deliver` is the broker's), so the task fails with reason `dead_letter`.
  */
 import type { JetStreamManager } from '@nats-io/jetstream';
-import { dispatchMsgId, type BusCatalog } from '@sluice/bus';
+import { dispatchMsgId, readStreamMessage, type BusCatalog } from '@sluice/bus';
 import type { SerializedStepError } from '@sluice/core';
 import {
   failLostStep,
@@ -130,9 +130,7 @@ export function createReconciler(deps: ReconcilerDeps): Reconciler {
  */
 async function messageInStream(deps: ReconcilerDeps, step: StaleStep): Promise<boolean> {
   if (step.kind === 'unpublished' || step.publishSeq === null) return false;
-  const message = await deps.jsm.streams.getMessage(deps.catalog.streams.steps, {
-    seq: step.publishSeq,
-  });
+  const message = await readStreamMessage(deps.jsm, deps.catalog.streams.steps, step.publishSeq);
   if (message === null) return false;
   return message.header.get(MSG_ID_HEADER) === dispatchMsgId(step.taskId, step.seq, step.dispatch);
 }
