@@ -15,14 +15,12 @@
  * `$JS.API.>` keeps the server from saying "no responders", so it waits out the request timeout —
  * hence the info read first, whose "stream not found" is immediate.
  */
-import { JetStreamApiError, jetstreamManager } from '@nats-io/jetstream';
+import { jetstreamManager } from '@nats-io/jetstream';
 import { Kvm } from '@nats-io/kv';
 import type { KvEntry } from '@nats-io/kv';
 import type { NatsConnection } from '@nats-io/transport-node';
 import type { BusCatalog } from './catalog.js';
-import { kvStreamName } from './topology.js';
-
-const STREAM_NOT_FOUND = 10059;
+import { isStreamNotFound, kvStreamName } from './topology.js';
 
 /** Reads one key of the governor's bucket at a time. */
 export interface GovernorBucketReader {
@@ -58,5 +56,5 @@ export function openGovernorBucket(nc: NatsConnection, catalog: BusCatalog): Gov
  * not exist yet: no governor has led (the governor creates it), which is no fault.
  */
 export function isMissingGovernorBucket(error: unknown): boolean {
-  return error instanceof JetStreamApiError && error.code === STREAM_NOT_FOUND;
+  return isStreamNotFound(error);
 }

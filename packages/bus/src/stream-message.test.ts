@@ -1,18 +1,13 @@
 import assert from 'node:assert/strict';
 import { after, describe, it } from 'node:test';
-import { JetStreamApiError, jetstream, jetstreamManager } from '@nats-io/jetstream';
+import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { connect, headers } from '@nats-io/transport-node';
 import { createBusCatalog } from './catalog.js';
 import { stepsStreamSpec } from './specs.js';
 import { readStreamMessage } from './stream-message.js';
 import { raceReadsWithCreation } from './testing/creation-race.js';
 import { deletePrefixResources, natsUrl, uniquePrefix } from './testing/index.js';
-import { ensureStream } from './topology.js';
-
-const STREAM_NOT_FOUND = 10059;
-
-const isStreamNotFound = (error: unknown) =>
-  error instanceof JetStreamApiError && error.code === STREAM_NOT_FOUND;
+import { ensureStream, isStreamNotFound } from './topology.js';
 
 describe('readStreamMessage', () => {
   const prefix = uniquePrefix('streammsg');

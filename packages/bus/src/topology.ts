@@ -44,6 +44,11 @@ function apiCode(err: unknown): number | undefined {
   return err instanceof JetStreamApiError ? err.code : undefined;
 }
 
+/** Whether a JetStream API call failed because its stream does not exist. */
+export function isStreamNotFound(err: unknown): boolean {
+  return apiCode(err) === STREAM_NOT_FOUND;
+}
+
 /**
  * Whether the fields a spec sets have the same values on the server (fields the spec leaves out are
  * the server's business). Subject lists compare as sets.
