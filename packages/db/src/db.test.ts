@@ -16,7 +16,7 @@ import {
   type TaskTypeManifest,
 } from './queries/task-types.js';
 import { createTask, listTaskEvents, type TaskRecord } from './queries/tasks.js';
-import { claimReadySteps } from './queries/steps.js';
+import { claimReadySteps } from './queries/claim.js';
 import { ADMISSION_RATE_WINDOW_MS, estimateWaitMs, queueStanding } from './queries/queue.js';
 import { createTestDatabase, migratedTemplate, type TestDatabase } from './testing/index.js';
 

@@ -122,42 +122,37 @@ export type {
   TaskRecord,
 } from './queries/tasks.js';
 export {
-  cancelWaitingSteps,
   DEFAULT_ADMISSION,
   DEFAULT_THROTTLE_RESERVE,
   claimAdmission,
   claimAdmissionOn,
   claimReadySteps,
   claimReadyStepsStatement,
+} from './queries/claim.js';
+export type { AdmissionClaim, AdmissionSettings, ClaimedStep } from './queries/claim.js';
+export { recordPublishSeqs, releaseClaims } from './queries/publication.js';
+export {
+  cancelWaitingSteps,
   findStep,
   heartbeatSteps,
   inFlightSteps,
   insertSteps,
-  lockTasksToSettle,
-  hasTasksToSettle,
   rerunUnfinishedSteps,
-  scheduleStepRetry,
-  hasOtherActiveSteps,
-  nextAttemptAt,
-  waitingRetry,
-  lockUnappliedOutcomes,
-  markOutcomesApplied,
-  recordPublishSeqs,
-  releaseClaims,
   releaseStep,
   startStep,
 } from './queries/steps.js';
-export type {
-  AdmissionClaim,
-  AdmissionSettings,
-  ClaimedStep,
-  NewStep,
-  StepDispatchRef,
-  StepRecord,
-  TaskToSettle,
-  WaitingRetry,
-  UnappliedOutcome,
-} from './queries/steps.js';
+export type { NewStep, StepDispatchRef, StepRecord } from './queries/steps.js';
+export { lockUnappliedOutcomes, markOutcomesApplied } from './queries/unapplied-outcomes.js';
+export type { UnappliedOutcome } from './queries/unapplied-outcomes.js';
+export { hasTasksToSettle, lockTasksToSettle } from './queries/tasks-to-settle.js';
+export type { TaskToSettle } from './queries/tasks-to-settle.js';
+export {
+  hasOtherActiveSteps,
+  nextAttemptAt,
+  scheduleStepRetry,
+  waitingRetry,
+} from './queries/step-retries.js';
+export type { WaitingRetry } from './queries/step-retries.js';
 export {
   outcomeWriteStatements,
   recordStepOutcome,

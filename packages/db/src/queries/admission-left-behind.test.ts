@@ -10,7 +10,7 @@ import { sql } from 'drizzle-orm';
 import type { Priority } from '@sluice/core';
 import { oneStepManifest, openTaskTypeDatabase, type TaskTypeDatabase } from '../testing/index.js';
 import { setResourceLimit, setTenantLimit } from './admission.js';
-import { claimAdmission, type AdmissionClaim, type AdmissionSettings } from './steps.js';
+import { claimAdmission, type AdmissionClaim, type AdmissionSettings } from './claim.js';
 import { createTask } from './tasks.js';
 
 const manifest = oneStepManifest({ resource: 'tool:left' });

@@ -24,7 +24,7 @@ import {
   claimReadySteps,
   type AdmissionSettings,
   type ClaimedStep,
-} from './steps.js';
+} from './claim.js';
 import { clearTenantLimit, lockAdmission, setResourceLimit, setTenantLimit } from './admission.js';
 
 const manifest = oneStepManifest();

@@ -16,7 +16,8 @@ import { idList, literalLimit, PADDED_UP_TO, textArrayOf } from './batch-input.j
 import { explainAnalyze } from './explain.js';
 import { startUsualSteps } from './step-start.js';
 import { outcomeWriteStatements } from './step-outcomes.js';
-import { hasTasksToSettle, lockUnappliedOutcomes, markOutcomesApplied } from './steps.js';
+import { hasTasksToSettle } from './tasks-to-settle.js';
+import { lockUnappliedOutcomes, markOutcomesApplied } from './unapplied-outcomes.js';
 import { createTask, lockTasks } from './tasks.js';
 
 const manifest = oneStepManifest({ resource: 'tool' });

@@ -19,7 +19,7 @@ import {
   failStepWhileBreakerOpen,
   findFailFastSteps,
 } from './breaker-fail-fast.js';
-import { lockUnappliedOutcomes } from './steps.js';
+import { lockUnappliedOutcomes } from './unapplied-outcomes.js';
 import type { TaskTypeManifest, WhileBreakerOpen } from './task-types.js';
 import { createTask, findTask, listTaskEvents } from './tasks.js';
 

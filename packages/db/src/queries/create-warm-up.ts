@@ -18,7 +18,7 @@ import { sql } from 'drizzle-orm';
 import type { Database } from '../client.js';
 import { rowsOf, transactionInOneWrite } from '../one-write.js';
 import { isRefusedOnPurpose } from '../refused.js';
-import { publishSeqsStatement } from './steps.js';
+import { publishSeqsStatement } from './publication.js';
 import { createdStatus, insertStatement, keyedBatchCheck, type BatchEntry } from './task-batch.js';
 import { latestTaskTypesStatement, type TaskTypeManifest } from './task-types.js';
 import { keyOwnersStatement } from './tenants.js';

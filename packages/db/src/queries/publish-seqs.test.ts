@@ -14,7 +14,7 @@ import {
   type TaskTypeDatabase,
 } from '../testing/index.js';
 import { explainAnalyze } from './explain.js';
-import { publishSeqsStatement, recordPublishSeqs, type PublishedDispatch } from './steps.js';
+import { publishSeqsStatement, recordPublishSeqs, type PublishedDispatch } from './publication.js';
 
 const manifest = oneStepManifest();
 

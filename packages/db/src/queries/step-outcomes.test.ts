@@ -15,7 +15,8 @@ import { applyLockedTransitions, applyTransition } from '../transition.js';
 import { joinIfComplete, startContinuation } from './continuations.js';
 import { eventsAsWritten, openTaskTypeDatabase, type TaskTypeDatabase } from '../testing/index.js';
 import { appendTaskEvent } from './events.js';
-import { markOutcomesApplied, type StepDispatchRef } from './steps.js';
+import type { StepDispatchRef } from './steps.js';
+import { markOutcomesApplied } from './unapplied-outcomes.js';
 import {
   recordStepOutcome,
   recordStepOutcomes,

@@ -16,7 +16,7 @@ import { liveTombstonesStatement, type IdempotencyTombstone } from './retention.
 import { checkSameRequest, hashJson } from './task-keys.js';
 import type { NewTask, SubmitTaskResult } from './tasks.js';
 import { firstStepOf } from './task-types.js';
-import type { AdmissionSettings, ClaimedStep } from './steps.js';
+import type { AdmissionSettings, ClaimedStep } from './claim.js';
 import { claimUrgentSteps, urgentClaimStatements, urgentClaimedOf } from './urgent-claim.js';
 
 /**

@@ -11,7 +11,7 @@ import type { Priority } from '@sluice/core';
 import { openDatabase, type DatabaseHandle } from '../client.js';
 import { openTaskTypeDatabase, type TaskTypeDatabase } from '../testing/index.js';
 import { ADMISSION_LOCK_NAMESPACE, setResourceLimit } from './admission.js';
-import type { AdmissionSettings } from './steps.js';
+import type { AdmissionSettings } from './claim.js';
 import { submitTasks, submitTasksClaiming } from './task-batch.js';
 import { prepareUrgentClaim } from './urgent-claim.js';
 import type { TaskTypeManifest } from './task-types.js';

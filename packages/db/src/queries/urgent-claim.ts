@@ -26,7 +26,7 @@ import {
   type AdmissionSettings,
   type ClaimRow,
   type ClaimedStep,
-} from './steps.js';
+} from './claim.js';
 
 /** Every priority but P0: what the urgent claim holds back. */
 const LOWER_PRIORITIES: readonly Priority[] = [1, 2, 3];
