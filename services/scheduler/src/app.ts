@@ -14,7 +14,6 @@ import {
   closeNats,
   connectNats,
   createBusCatalog,
-  createLease,
   createTopologyRepair,
   encodeGuardCaps,
   encodeMessage,
@@ -23,7 +22,6 @@ import {
   openKvBuckets,
   startDecisionView,
   type DecisionView,
-  type Lease,
   type TopologyRepair,
 } from '@sluice/bus';
 import {
@@ -60,6 +58,7 @@ import { retryBudgetConfigOf } from './retry-budget-config.js';
 import { createRetryBudgetLedger } from './retry-budget-ledger.js';
 import { STEP_RESULT_QUEUE, appliedResourceOf } from './step-results.js';
 import { startRetention } from './retention.js';
+import { createLeaseLoop, type LeaseLoop } from './lease-loop.js';
 import { refreshQueueTableStatistics } from './table-statistics.js';
 import { settleBatch } from './settler.js';
 import { fireTimerBatch } from './timer-firer.js';
@@ -112,16 +111,12 @@ export async function startScheduler(
   const loops: BatchLoop[] = [];
   const subscriptions: Subscription[] = [];
   let nc: NatsConnection | undefined;
-  let lease: Lease | undefined;
-  let reconcilerLease: Lease | undefined;
-  let deadLetterLease: Lease | undefined;
-  let retentionLease: Lease | undefined;
-  let relay: BatchLoop | undefined;
-  /** The relay of this tenure of the lease (its loop is `relay`). */
-  let eventRelay: EventRelay | undefined;
+  /** The leader duties, each run by one replica at a time (lease-loop.ts). */
+  let relayDuty: LeaseLoop | undefined;
+  let reconcilerDuty: LeaseLoop | undefined;
+  let deadLetterDuty: LeaseLoop | undefined;
+  let retentionDuty: LeaseLoop | undefined;
   let topologyRepair: TopologyRepair | undefined;
-  let reconcile: BatchLoop | undefined;
-  let advisories: BatchLoop | undefined;
   let metricsServer: MetricsServer | undefined;
   let eventsListener: { unlisten(): Promise<void> } | undefined;
   let decisions: DecisionView | undefined;
@@ -390,20 +385,20 @@ export async function startScheduler(
           if (freedSlots.slotFreed()) dispatcher.wake();
         },
       }),
-      nc.subscribe(catalog.subjects.wake('relay'), { callback: () => relay?.wake() }),
+      nc.subscribe(catalog.subjects.wake('relay'), { callback: () => relayDuty?.wake() }),
     );
     // Every committed batch of task events notifies this channel, whoever wrote it.
     startup.stage('listening for task events');
-    eventsListener = await database.sql.listen(TASK_EVENTS_CHANNEL, () => relay?.wake());
+    eventsListener = await database.sql.listen(TASK_EVENTS_CHANNEL, () => relayDuty?.wake());
 
     startup.stage('taking part in the leader leases');
-    lease = createLease({
-      kv: leases,
+    const duty = { kv: leases, holderId, ttlMs: config.SLUICE_LEASE_TTL_MS, log: logger };
+    const noticeLeaseError = (error: unknown) => repair.noticeError(error, 'lease');
+    relayDuty = createLeaseLoop({
+      ...duty,
       key: RELAY_LEASE_KEY,
-      holderId,
-      ttlMs: config.SLUICE_LEASE_TTL_MS,
-      onAcquired: (revision) => {
-        logger.info({ revision }, 'event relay lease acquired');
+      duty: 'event relay',
+      startTenure: () => {
         // Fresh with each lease: another scheduler relayed the events in between.
         const events = createEventRelay({
           ...common,
@@ -412,8 +407,7 @@ export async function startScheduler(
           taskHistory: new TaskHistory(),
           onPublishFailed: noticeBusError('relay'),
         });
-        eventRelay = events;
-        relay = startBatchLoop({
+        const loop = startBatchLoop({
           name: 'relay',
           pollMs: config.SLUICE_SCHEDULER_POLL_MS,
           // Woken by Postgres itself (the events' NOTIFY): the poll is for a lost connection.
@@ -422,29 +416,16 @@ export async function startScheduler(
           log: logger,
           runBatch: () => events.runBatch(),
         });
+        return { loop, end: () => flushEventMarks(events, logger) };
       },
-      onLost: async (reason) => {
-        logger.info({ reason }, 'event relay lease lost');
-        const current = relay;
-        const currentEvents = eventRelay;
-        relay = undefined;
-        eventRelay = undefined;
-        await current?.stop();
-        await flushEventMarks(currentEvents, logger);
-      },
-      onError: (error) => {
-        logger.warn({ err: error }, 'event relay lease trouble');
-        repair.noticeError(error, 'lease');
-      },
+      onError: noticeLeaseError,
     });
-    await lease.start();
-    reconcilerLease = createLease({
-      kv: leases,
+    await relayDuty.start();
+    reconcilerDuty = createLeaseLoop({
+      ...duty,
       key: RECONCILER_LEASE_KEY,
-      holderId,
-      ttlMs: config.SLUICE_LEASE_TTL_MS,
-      onAcquired: (revision) => {
-        logger.info({ revision }, 'reconciler lease acquired');
+      duty: 'reconciler',
+      startTenure: () => {
         // A fresh reconciler per tenure: its scan starts over from the first step.
         const reconciler = createReconciler({
           db: database.db,
@@ -459,35 +440,25 @@ export async function startScheduler(
           onStepsReady: () => dispatcher.wake(),
           onOutcomesRecorded: () => applier.wake(),
         });
-        reconcile = startBatchLoop({
+        const loop = startBatchLoop({
           name: 'reconcile',
           pollMs: config.SLUICE_RECONCILE_INTERVAL_MS,
           log: logger,
           runBatch: async () => (await reconciler.reconcileBatch()).more,
           onError: noticeBusError('reconcile'),
         });
+        return { loop };
       },
-      onLost: async (reason) => {
-        logger.info({ reason }, 'reconciler lease lost');
-        const current = reconcile;
-        reconcile = undefined;
-        await current?.stop();
-      },
-      onError: (error) => {
-        logger.warn({ err: error }, 'reconciler lease trouble');
-        repair.noticeError(error, 'lease');
-      },
+      onError: noticeLeaseError,
     });
-    await reconcilerLease.start();
-    deadLetterLease = createLease({
-      kv: leases,
+    await reconcilerDuty.start();
+    deadLetterDuty = createLeaseLoop({
+      ...duty,
       key: DEAD_LETTER_LEASE_KEY,
-      holderId,
-      ttlMs: config.SLUICE_LEASE_TTL_MS,
-      onAcquired: (revision) => {
-        logger.info({ revision }, 'dead-letter lease acquired');
+      duty: 'dead-letter',
+      startTenure: () => ({
         // Each batch waits for advisories (a short fetch), so the poll interval adds no delay.
-        advisories = startBatchLoop({
+        loop: startBatchLoop({
           name: 'advisories',
           pollMs: config.SLUICE_SCHEDULER_POLL_MS,
           // Dead letters are not urgent: a quiet system asks for advisories less often.
@@ -502,22 +473,13 @@ export async function startScheduler(
               onOutcomesRecorded: () => applier.wake(),
             }),
           onError: noticeBusError('advisories'),
-        });
-      },
-      onLost: async (reason) => {
-        logger.info({ reason }, 'dead-letter lease lost');
-        const current = advisories;
-        advisories = undefined;
-        await current?.stop();
-      },
-      onError: (error) => {
-        logger.warn({ err: error }, 'dead-letter lease trouble');
-        repair.noticeError(error, 'lease');
-      },
+        }),
+      }),
+      onError: noticeLeaseError,
     });
-    await deadLetterLease.start();
+    await deadLetterDuty.start();
     if (config.SLUICE_RETENTION_BATCH > 0) {
-      retentionLease = await startRetention({
+      retentionDuty = await startRetention({
         ...common,
         batchSize: config.SLUICE_RETENTION_BATCH,
         ageMs: config.SLUICE_RETENTION_AGE,
@@ -537,9 +499,9 @@ export async function startScheduler(
     logger.info(
       {
         metrics_port: metricsServer.port,
-        relay_leader: lease.isLeader(),
-        reconciler_leader: reconcilerLease.isLeader(),
-        dead_letter_leader: deadLetterLease.isLeader(),
+        relay_leader: relayDuty.isLeader(),
+        reconciler_leader: reconcilerDuty.isLeader(),
+        dead_letter_leader: deadLetterDuty.isLeader(),
       },
       'scheduler started',
     );
@@ -550,10 +512,10 @@ export async function startScheduler(
     await claimConnection?.close();
     await publications?.stop();
     await eventsListener?.unlisten();
-    await retentionLease?.stop();
-    await deadLetterLease?.stop();
-    await reconcilerLease?.stop();
-    await lease?.stop();
+    await retentionDuty?.stop();
+    await deadLetterDuty?.stop();
+    await reconcilerDuty?.stop();
+    await relayDuty?.stop();
     if (nc) await closeNats(nc);
     await database.close();
     if (!options.tracing) await tracing.shutdown();
@@ -562,22 +524,29 @@ export async function startScheduler(
     startup.done();
   }
 
-  const started = { nc, lease, reconcilerLease, deadLetterLease, metricsServer, eventsListener };
+  const started = {
+    nc,
+    relayDuty,
+    reconcilerDuty,
+    deadLetterDuty,
+    metricsServer,
+    eventsListener,
+  };
   return {
     metricsPort: metricsServer.port,
-    isRelayLeader: () => started.lease.isLeader(),
-    isReconcilerLeader: () => started.reconcilerLease.isLeader(),
-    isDeadLetterLeader: () => started.deadLetterLease.isLeader(),
-    isRetentionLeader: () => retentionLease?.isLeader() ?? false,
+    isRelayLeader: () => started.relayDuty.isLeader(),
+    isReconcilerLeader: () => started.reconcilerDuty.isLeader(),
+    isDeadLetterLeader: () => started.deadLetterDuty.isLeader(),
+    isRetentionLeader: () => retentionDuty?.isLeader() ?? false,
     async stop() {
       logger.info('scheduler stopping');
       for (const subscription of subscriptions) subscription.unsubscribe();
       decisions?.stop();
       await started.eventsListener.unlisten();
-      await retentionLease?.stop();
-      await started.deadLetterLease.stop();
-      await started.reconcilerLease.stop();
-      await started.lease.stop();
+      await retentionDuty?.stop();
+      await started.deadLetterDuty.stop();
+      await started.reconcilerDuty.stop();
+      await started.relayDuty.stop();
       await Promise.allSettled(loops.map((loop) => loop.stop()));
       // After the dispatcher's last pass, before the database closes.
       await claimConnection?.close();

@@ -9,10 +9,10 @@
  * changes hands.
  */
 import type { KV } from '@nats-io/kv';
-import { createLease, type Lease } from '@sluice/bus';
 import { deleteExpiredTombstones, deleteFinishedTasks, type Database } from '@sluice/db';
 import type { Logger, Metrics } from '@sluice/telemetry';
-import { startBatchLoop, type BatchLoop } from './batch-loop.js';
+import { startBatchLoop } from './batch-loop.js';
+import { createLeaseLoop, type LeaseLoop } from './lease-loop.js';
 
 /** The lease key of retention in the leases bucket. */
 export const RETENTION_LEASE_KEY = 'retention';
@@ -68,31 +68,23 @@ export interface StartRetentionOptions extends RetentionDeps {
 }
 
 /** Competes for the retention lease and runs the retention loop while holding it. */
-export async function startRetention(options: StartRetentionOptions): Promise<Lease> {
-  const { log } = options;
-  let loop: BatchLoop | undefined;
-  const lease = createLease({
+export async function startRetention(options: StartRetentionOptions): Promise<LeaseLoop> {
+  const retention = createLeaseLoop({
     kv: options.kv,
     key: RETENTION_LEASE_KEY,
     holderId: options.holderId,
     ttlMs: options.leaseTtlMs,
-    onAcquired: (revision) => {
-      log.info({ revision }, 'retention lease acquired');
-      loop = startBatchLoop({
+    log: options.log,
+    duty: 'retention',
+    startTenure: () => ({
+      loop: startBatchLoop({
         name: 'retention',
         pollMs: options.intervalMs,
-        log,
+        log: options.log,
         runBatch: () => retentionBatch(options),
-      });
-    },
-    onLost: async (reason) => {
-      log.info({ reason }, 'retention lease lost');
-      const current = loop;
-      loop = undefined;
-      await current?.stop();
-    },
-    onError: (error) => log.warn({ err: error }, 'retention lease trouble'),
+      }),
+    }),
   });
-  await lease.start();
-  return lease;
+  await retention.start();
+  return retention;
 }
