@@ -139,15 +139,15 @@ export function createTaskCreation(
   };
   /**
    * Writes one checked create in the `sluice.task.create` span that roots its task's trace, and
-   * answers it. With `reads`, the create was checked against remembered reads and is written only
-   * if they still hold.
+   * answers it. With `rememberedReads`, the create was checked against remembered reads and is
+   * written only if they still hold.
    *
-   * @throws StaleReads when `reads` no longer hold: nothing was written.
+   * @throws StaleReads when they no longer hold: nothing was written.
    */
   const writeCreate = async (
     tenantId: string,
     create: CheckedCreate,
-    reads: RememberedReads | undefined,
+    rememberedReads: RememberedReads | undefined,
   ): Promise<CreateTaskResponse> => {
     const attributes = createSpanAttributes(tenantId, create);
     const { result, claimed } = await withSpan(
@@ -167,7 +167,7 @@ export function createTaskCreation(
             summary: createSummary(create.idempotencyKey !== '', urgent),
             resultAttributes: (written) => ({ [ATTR_CREATE_GROUP_SIZE]: written.groupSize }),
           },
-          () => createGroups.write(task, reads),
+          () => createGroups.write(task, rememberedReads),
         ).catch(asAlreadyExists);
         if (grouped.result.kind === 'created') recordCreated(span, grouped.result.task);
         return grouped;
