@@ -567,12 +567,12 @@ export async function startScheduler(
  * republication: the next holder of the lease reads those events as unpublished and publishes them
  * again, which the stream's duplicate window absorbs.
  */
-async function flushEventMarks(relay: EventRelay | undefined, logger: Logger): Promise<void> {
+async function flushEventMarks(relay: EventRelay, logger: Logger): Promise<void> {
   try {
-    await relay?.flush();
+    await relay.flush();
   } catch (error) {
     logger.warn(
-      { err: error, unmarked: relay?.unmarked },
+      { err: error, unmarked: relay.unmarked },
       'event relay could not mark its last publications; they will be published again',
     );
   }
