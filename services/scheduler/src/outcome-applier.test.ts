@@ -269,3 +269,24 @@ describe('outcome applier: round trips', () => {
     }
   });
 });
+
+describe('outcome applier: a pause requested while the step ran', () => {
+  it('pauses the task when its step fails with attempts left, the retry waiting in the queue', async () => {
+    const log = createLogger({ service: 'outcome-applier-test', level: 'silent' });
+    const taskId = await failedTask(1, serverError);
+    await handle.sql`update tasks set pause_requested = true where id = ${taskId}`;
+    await applyAll(createMetrics());
+    await settleBatch({ db: handle.db, log, batchSize: 10 });
+
+    // The step ended: the pause asked for takes effect (ARCHITECTURE.md: "→ paused when the
+    // current step ends"), instead of the task backing off and running again unpaused.
+    const [task] = await handle.sql<{ status: string; pause_requested: boolean }[]>`
+      select status, pause_requested from tasks where id = ${taskId}`;
+    assert.deepEqual(task, { status: 'paused', pause_requested: false });
+    const [step] = await handle.sql<{ status: string }[]>`
+      select status from task_steps where task_id = ${taskId}`;
+    assert.equal(step?.status, 'ready', 'the retry waits in the queue for a resume');
+    const types = (await listTaskEvents(handle.db, taskId, 0)).map((event) => event.type);
+    assert.ok(!types.includes('fail_retryable'), types.join(', '));
+  });
+});

@@ -377,7 +377,8 @@ async function applyOne(
  * A failed step runs again after its backoff when its class and attempts allow (decideRetry in
  * core); the wait is the step's due time in the ready queue, pushed later when the resource's retry
  * budget is used up (never dropped). A task with nothing else to do shows `failed_retryable` until a
- * durable timer makes it `queued` again; a task with other steps in flight stays `running`.
+ * durable timer makes it `queued` again; a task with other steps in flight, or a pause requested,
+ * stays `running` (the settler then pauses it, the retry waiting for a resume).
  * A `schema_validation` failure goes to the step's repair step when it declares one. Otherwise the
  * task fails for good: reason `dead_letter` when its attempts ran out or another path (the advisory
  * worker, the reconciler's dispatch cap) wrote the step's dead letter, else `not_retryable`.
@@ -449,7 +450,9 @@ async function retryOrFail(
       'retry budget used up: retry pushed later',
     );
   }
-  if (await hasOtherActiveSteps(tx, task.id, recorded.stepId)) {
+  // With a pause requested the task stays running too: the settler pauses it once nothing is in
+  // flight, the retry waiting in the queue for a resume (`fail_retryable` would drop the request).
+  if (task.pauseRequested || (await hasOtherActiveSteps(tx, task.id, recorded.stepId))) {
     await appendTaskEvent(tx, {
       taskId: task.id,
       type: 'step_retry_scheduled',
