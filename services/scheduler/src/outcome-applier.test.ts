@@ -9,6 +9,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import type { SerializedStepError, StepOutcome } from '@sluice/core';
 import {
+  applyTransition,
   createTask,
   createTenant,
   deadLettersOfTask,
@@ -17,6 +18,7 @@ import {
   migrateDatabase,
   openDatabase,
   registerTaskType,
+  rerunUnfinishedSteps,
   type DatabaseHandle,
   type TaskTypeManifest,
 } from '@sluice/db';
@@ -288,5 +290,90 @@ describe('outcome applier: a pause requested while the step ran', () => {
     assert.equal(step?.status, 'ready', 'the retry waits in the queue for a resume');
     const types = (await listTaskEvents(handle.db, taskId, 0)).map((event) => event.type);
     assert.ok(!types.includes('fail_retryable'), types.join(', '));
+  });
+});
+
+describe('outcome applier: a branch still running when its task was retried', () => {
+  const fanOut: TaskTypeManifest = {
+    name: 'fan',
+    version: 1,
+    description: '',
+    inputSchema: { type: 'object' },
+    firstStep: 'split',
+    steps: ['split', 'a', 'b', 'join'].map((name) => ({
+      name,
+      resource: 'llm',
+      timeoutMs: 1_000,
+      maxAttempts: 1,
+    })),
+  };
+
+  /** Records `outcome` for step `seq` of the task, as its executor would. */
+  async function record(taskId: string, seq: number, status: string, outcome: StepOutcome) {
+    await handle.sql`
+      update task_steps
+      set status = ${status}, attempts = attempts + 1, finished_at = now(),
+          outcome = ${JSON.stringify(outcome)}::jsonb
+      where task_id = ${taskId} and seq = ${seq}`;
+  }
+
+  it('runs it again in the new attempt once it stops, so the fan-out can still join', async () => {
+    await registerTaskType(handle.db, fanOut);
+    const { task } = await createTask(handle.db, {
+      tenantId: 'acme',
+      taskType: fanOut,
+      priority: 2,
+      input: {},
+    });
+    const taskId = task.id;
+    await handle.sql`update tasks set status = 'running', started_at = now() where id = ${taskId}`;
+    await record(taskId, 1, 'succeeded', {
+      type: 'fanOut',
+      output: null,
+      branches: [
+        { step: 'a', input: {} },
+        { step: 'b', input: {} },
+      ],
+      join: 'join',
+    });
+    await applyAll(createMetrics());
+    // Both branches run; `a` fails for good, which fails the task while `b` still runs (its
+    // executor is told to abort it).
+    await handle.sql`update task_steps set status = 'running' where task_id = ${taskId} and seq in (2, 3)`;
+    const denied = { errorClass: 'permission_denied', message: '403', retryable: false } as const;
+    await record(taskId, 2, 'failed', { type: 'failed', error: denied });
+    await applyAll(createMetrics());
+    assert.equal(await statusOf(taskId), 'failed_terminal');
+
+    // RetryTask before `b` stopped: the retry runs `a` again; `b` is still running.
+    await handle.db.transaction(async (tx) => {
+      const retried = await applyTransition(tx, { taskId, event: { type: 'retry' } });
+      assert.ok(retried.ok);
+      assert.deepEqual(await rerunUnfinishedSteps(tx, { ...task, attempt: 2 }), ['a']);
+    });
+    // Then `b` stops, aborted: its outcome is `cancelled`.
+    await record(taskId, 3, 'cancelled', { type: 'cancelled' });
+    await applyAll(createMetrics());
+
+    const ready = await handle.sql<{ name: string; task_attempt: number; key_seq: number }[]>`
+      select name, task_attempt, key_seq from task_steps
+      where task_id = ${taskId} and status = 'ready' order by seq`;
+    // Without `b` in the new attempt the join never starts: the task would run forever.
+    assert.deepEqual(
+      ready.map((row) => ({ ...row })),
+      [
+        { name: 'a', task_attempt: 2, key_seq: 2 },
+        { name: 'b', task_attempt: 2, key_seq: 3 },
+      ],
+    );
+    // Both run again and complete their branches: the join starts.
+    await handle.sql`update tasks set status = 'running' where id = ${taskId}`;
+    await handle.sql`update task_steps set status = 'running' where task_id = ${taskId} and seq in (4, 5)`;
+    await record(taskId, 4, 'succeeded', { type: 'complete', output: 'a' });
+    await record(taskId, 5, 'succeeded', { type: 'complete', output: 'b' });
+    await applyAll(createMetrics());
+    const [join] = await handle.sql<{ status: string; input: unknown }[]>`
+      select status, input from task_steps where task_id = ${taskId} and name = 'join'`;
+    assert.deepEqual({ ...join }, { status: 'ready', input: { outputs: ['a', 'b'] } });
   });
 });

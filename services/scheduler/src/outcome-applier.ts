@@ -18,6 +18,8 @@ import {
   continuationOf,
   decideRepair,
   decideRetry,
+  isFinalStatus,
+  isTaskStatus,
   repairInputOf,
   type ErrorClass,
   type Json,
@@ -42,6 +44,7 @@ import {
   markOutcomesApplied,
   openDeadLetterOfStep,
   repairHistoryOf,
+  rerunUnfinishedSteps,
   startContinuation,
   type Database,
   type DeadLetterReason,
@@ -275,6 +278,13 @@ async function applyOne(
   const { log } = deps;
   const { outcome } = recorded;
   const isBranch = recorded.fanOutOf !== null;
+  if (isStrayCancel(task, recorded)) {
+    // A step of an earlier attempt, still running when a retry started this one (a sibling branch
+    // had failed the task), stopped by its abort: the retry could not run it again then, and
+    // nothing else would (a fan-out would wait for its join for ever). It runs again now.
+    const rerun = await rerunUnfinishedSteps(tx, task, [recorded.stepId]);
+    return { stepsAdded: rerun.length > 0, abortTask: false };
+  }
   if (task.status !== 'running') {
     // The task moved on while the step ran (a sibling failed it, or it was cancelled while
     // queued): the outcome stays on the step row for the record; the task's state stands.
@@ -371,6 +381,20 @@ async function applyOne(
     default:
       return assertNever(outcome);
   }
+}
+
+/**
+ * Whether a step stopped by a cancel belongs to an attempt before its task's current one, which
+ * goes on (not finished, no cancel requested): the step must run again in the current attempt.
+ * A finished task's next retry runs the step again itself.
+ */
+function isStrayCancel(task: TaskRecord, recorded: UnappliedOutcome): boolean {
+  return (
+    recorded.outcome.type === 'cancelled' &&
+    recorded.taskAttempt < task.attempt &&
+    !task.cancelRequested &&
+    !(isTaskStatus(task.status) && isFinalStatus(task.status))
+  );
 }
 
 /**

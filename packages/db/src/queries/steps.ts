@@ -191,10 +191,12 @@ export async function inFlightSteps(executor: Executor, taskId: string): Promise
  * On a manual retry: runs the task's failed and cancelled steps again, as new ready step rows of
  * the new attempt (the old rows stay, marked superseded, for the record). Succeeded steps are kept
  * and never run again. Returns the names of the steps re-run. Call with the task row locked.
+ * `stepIds`: only these steps (a step of an earlier attempt that stopped after the retry).
  */
 export async function rerunUnfinishedSteps(
   executor: Executor,
   task: { id: string; tenantId: string; priority: number; attempt: number },
+  stepIds?: readonly number[],
 ): Promise<string[]> {
   const unfinished = await executor
     .update(taskSteps)
@@ -204,6 +206,7 @@ export async function rerunUnfinishedSteps(
         eq(taskSteps.taskId, task.id),
         inArray(taskSteps.status, ['failed', 'cancelled']),
         eq(taskSteps.superseded, false),
+        stepIds === undefined ? undefined : inArray(taskSteps.id, [...stepIds]),
       ),
     )
     .returning();

@@ -21,6 +21,8 @@ export interface UnappliedOutcome {
   readonly outcome: StepOutcome;
   /** Attempts of the step so far, the one that produced this outcome included. */
   readonly attempts: number;
+  /** The task attempt the step belongs to (a step may outlive its attempt: see the applier). */
+  readonly taskAttempt: number;
   /** Set for a branch of a fan-out: the sequence of the step that fanned out, and its place. */
   readonly fanOutOf: number | null;
   readonly branchIndex: number | null;
@@ -57,7 +59,8 @@ export async function lockUnappliedOutcomes(
   // the query builder's CPU per statement is a visible share of the scheduler's.
   const rows = await tx.execute<Record<string, unknown>>(sql`
     with outcome as materialized (
-      select id, task_id, seq, name, resource, outcome, attempts, fan_out_of, branch_index
+      select id, task_id, seq, name, resource, outcome, attempts, task_attempt, fan_out_of,
+        branch_index
       from task_steps
       where ${UNAPPLIED_OUTCOME}
       order by id
@@ -89,6 +92,7 @@ export async function lockUnappliedOutcomes(
       resource: row.resource as string,
       outcome,
       attempts: row.attempts as number,
+      taskAttempt: row.task_attempt as number,
       fanOutOf: row.fan_out_of as number | null,
       branchIndex: row.branch_index as number | null,
     });
