@@ -202,6 +202,26 @@ describe('reconciler', () => {
     assert.equal((await w.step()).dispatchCount, 2);
   });
 
+  it('leaves a step claimed again after an earlier run alone within the grace period', async () => {
+    await using w = await world();
+    // The step ran before (a failure with attempts left, or a lost run the reconciler gave back):
+    // its heartbeat is from that run, long ago. It was just claimed again; its publication is not
+    // recorded yet.
+    await w.handle.db.transaction((tx) => claimReadySteps(tx, 10));
+    await w.handle.sql`
+      update task_steps set heartbeat_at = now() - make_interval(secs => ${(STALE_MS + 60_000) / 1_000})
+      where task_id = ${w.taskId}`;
+    assert.deepEqual(await w.reconciler.reconcileBatch(), {
+      requeued: 0,
+      failed: 0,
+      inStream: 0,
+      more: false,
+    });
+    const step = await w.step();
+    assert.equal(step.status, 'dispatched', 'an old run says nothing about this dispatch');
+    assert.equal(step.dispatchCount, 1);
+  });
+
   it('leaves a silent step alone while its message is still in the stream', async () => {
     await using w = await world();
     await w.dispatch();

@@ -84,7 +84,10 @@ export async function findStaleSteps(
     where s.id > ${options.afterId}
       and (
         (s.status = 'dispatched' and s.publish_seq is null and s.dispatched_at < now() - ${grace})
-        or (s.status in ('dispatched', 'running')
+        -- A dispatched step's sign of life is its dispatch: a heartbeat it has is from an earlier
+        -- run (before a retry's backoff or a requeue), which says nothing about this dispatch.
+        or (s.status = 'dispatched' and s.dispatched_at < now() - ${stale})
+        or (s.status = 'running'
             and coalesce(s.heartbeat_at, s.dispatched_at) < now() - ${stale})
       )
       and ${taskIsActive(sql.raw('s'))}
