@@ -43,7 +43,6 @@ import {
   type MetricsServer,
 } from '@sluice/telemetry';
 import type { ExecutorConfig } from './config.js';
-import { retryWhileDatabaseDown } from './database-outage.js';
 import { startGovernorReporter, type GovernorReporter } from './governor-report.js';
 import { startHttpInstrumentation } from './http-instrumentation.js';
 import { createLlmGate } from './llm-gate.js';
@@ -197,6 +196,10 @@ export async function startExecutor(config: ExecutorConfig, log?: Logger): Promi
       isDegraded: (priority) => listsPriority(view.current().degrade, priority),
       isBreakerOpen: () => view.current().breakers?.[resource] === 'open',
       onOutcome: (outcome) => counting.count(outcome),
+      databaseOutage: {
+        stopping: () => stopping,
+        maxPauseMs: Math.min(2_000, Math.floor(config.SLUICE_ACK_WAIT_MS / 3)),
+      },
     };
 
     cancelSubscription = nc.subscribe(catalog.subjects.cancelAll, {
@@ -234,16 +237,7 @@ export async function startExecutor(config: ExecutorConfig, log?: Logger): Promi
         utilization();
         try {
           const dispatch = decodeMessageOf('step.dispatch', message.subject, message.data);
-          await retryWhileDatabaseDown(() => runDispatchedStep(deps, message, dispatch), {
-            keepAlive: () => message.working(),
-            stopping: () => stopping,
-            maxPauseMs: Math.min(2_000, Math.floor(config.SLUICE_ACK_WAIT_MS / 3)),
-            onRetry: (error, attempt) =>
-              logger.warn(
-                { err: error, attempt, task_id: dispatch.task_id, step_seq: dispatch.step_seq },
-                'database unavailable; holding the step and trying again',
-              ),
-          });
+          await runDispatchedStep(deps, message, dispatch);
         } catch (error) {
           if (isBusMessageError(error)) {
             // A message no executor can ever read: drop it rather than redeliver it forever.

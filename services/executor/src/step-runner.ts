@@ -40,6 +40,7 @@ import {
 import { StepResultError, toJson, toStepOutcome, type TaskDefinition } from '@sluice/sdk';
 import type { Logger, Metrics } from '@sluice/telemetry';
 import { classifyStepError, type AbortReason } from './classify-error.js';
+import { retryWhileDatabaseDown, type DatabaseOutageOptions } from './database-outage.js';
 import { createLlmClient, type LlmClientOptions } from './llm-client.js';
 import type { LlmGate } from './llm-gate.js';
 import { createProgressReporter } from './progress-reporter.js';
@@ -85,6 +86,11 @@ export interface StepRunnerDeps {
   readonly isBreakerOpen?: () => boolean;
   /** Counts each outcome for the executor's report to the governor. */
   readonly onOutcome?: (outcome: StepOutcome) => void;
+  /**
+   * How the step's start and its outcome write ride out a Postgres outage, each on its own (the
+   * message is kept alive meanwhile); absent: a failed write is thrown at once.
+   */
+  readonly databaseOutage?: Omit<DatabaseOutageOptions, 'keepAlive' | 'onRetry'>;
 }
 
 /** The abort controllers of the steps running in this process, by task. */
@@ -145,7 +151,22 @@ async function runStep(
     publishSeq: message.seq,
   };
   const log = deps.log.child({ task_id: ref.taskId, step_seq: ref.seq, dispatch: ref.dispatch });
-  const started = await start(deps, ref);
+  // Each write is tried again on its own while Postgres is unavailable: a retry of the whole run
+  // after the handler ran would find the step running under this very dispatch ('busy'), hand the
+  // message back and drop the outcome, and the step would run again once its heartbeat went stale.
+  const whileDatabaseDown = <T>(write: () => Promise<T>): Promise<T> =>
+    deps.databaseOutage
+      ? retryWhileDatabaseDown(write, {
+          ...deps.databaseOutage,
+          keepAlive: () => message.working(),
+          onRetry: (error, attempt) =>
+            log.warn(
+              { err: error, attempt },
+              'database unavailable; holding the step and trying again',
+            ),
+        })
+      : write();
+  const started = await whileDatabaseDown(() => start(deps, ref));
   if (started.kind === 'busy') {
     // A redelivery while its executor is alive: look again after an ack wait, in case it dies.
     message.nak(deps.ackWaitMs);
@@ -161,8 +182,8 @@ async function runStep(
   const outcome = await execute(deps, message, ref, { step, task, history }, log);
   // With the outcomes of other steps that finish meanwhile, in one statement and one commit (the
   // span covers the wait for that write).
-  const recording = await withDatabaseSpan(deps.db, RECORD_OUTCOME, () =>
-    deps.outcomes.write({ ref, outcome }),
+  const recording = await whileDatabaseDown(() =>
+    withDatabaseSpan(deps.db, RECORD_OUTCOME, () => deps.outcomes.write({ ref, outcome })),
   );
   // A usual outcome was applied by the write itself: the task's transition goes on its trace
   // here, as the scheduler records the transitions it applies (the dispatch's context is active

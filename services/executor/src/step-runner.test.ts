@@ -1,0 +1,138 @@
+/**
+ * The step runner against the real Postgres, with a message and a connection that only count what
+ * is done to them: what a Postgres outage during a step's outcome write does to the step.
+ */
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import type { JsMsg } from '@nats-io/jetstream';
+import type { NatsConnection } from '@nats-io/transport-node';
+import { z } from 'zod';
+import { createBusCatalog, type StepDispatch } from '@sluice/bus';
+import {
+  GroupWriter,
+  findStep,
+  recordStepOutcomes,
+  startUsualSteps,
+  type DatabaseHandle,
+  type OutcomeToRecord,
+  type StepDispatchRef,
+} from '@sluice/db';
+import { createQueuedTasks, openTaskTypeDatabase, type TaskTypeDatabase } from '@sluice/db/testing';
+import { complete, defineTask } from '@sluice/sdk';
+import { createLogger, createMetrics } from '@sluice/telemetry';
+import { RunningSteps, runDispatchedStep, type StepRunnerDeps } from './step-runner.js';
+import { createTaskRegistry, manifestOf } from './task-registry.js';
+
+const ACK_WAIT_MS = 1_000;
+
+let handlerRuns = 0;
+const definition = defineTask({
+  name: 'runner-once',
+  version: 1,
+  input: z.object({}),
+  firstStep: 'only',
+  steps: { only: { resource: 'llm' } },
+  handlers: {
+    only() {
+      handlerRuns += 1;
+      return Promise.resolve(complete({ done: true }));
+    },
+  },
+});
+const manifest = manifestOf(definition);
+
+let fixture: TaskTypeDatabase;
+let handle: DatabaseHandle;
+
+before(async () => {
+  fixture = await openTaskTypeDatabase({ tenants: ['acme'], manifests: [manifest], max: 4 });
+  handle = fixture.handle;
+});
+
+after(async () => {
+  await fixture?.close();
+});
+
+/** What was done to a step message. */
+interface CountedMessage {
+  readonly message: JsMsg;
+  readonly settled: string[];
+}
+
+function countedMessage(seq: number): CountedMessage {
+  const settled: string[] = [];
+  const message = {
+    seq,
+    headers: undefined,
+    ack: () => settled.push('ack'),
+    nak: () => settled.push('nak'),
+    term: () => settled.push('term'),
+    working: () => {},
+  } as unknown as JsMsg;
+  return { message, settled };
+}
+
+/** Postgres gone for one write: what the `postgres` client rejects with then. */
+function connectionLost(): Error {
+  return Object.assign(new Error('write CONNECTION_CLOSED 127.0.0.1:5432'), {
+    code: 'CONNECTION_CLOSED',
+  });
+}
+
+function runnerDeps(failOutcomeWrites: number): StepRunnerDeps {
+  let failures = failOutcomeWrites;
+  const nc = { publish: () => {} } as unknown as NatsConnection;
+  return {
+    db: handle.db,
+    nc,
+    catalog: createBusCatalog('runner'),
+    registry: createTaskRegistry([definition]),
+    llm: { baseUrl: 'http://127.0.0.1:9/v1', apiKey: undefined, model: 'none' },
+    log: createLogger({ service: 'executor-test', level: 'silent' }),
+    metrics: createMetrics(),
+    resource: 'llm',
+    heartbeatMs: 100,
+    ackWaitMs: ACK_WAIT_MS,
+    running: new RunningSteps(),
+    databaseOutage: { stopping: () => false, firstPauseMs: 1, maxPauseMs: 5 },
+    starts: new GroupWriter((refs: StepDispatchRef[]) =>
+      startUsualSteps(handle.db, refs, ACK_WAIT_MS),
+    ),
+    outcomes: new GroupWriter((items: OutcomeToRecord[]) => {
+      if (failures > 0) {
+        failures -= 1;
+        return Promise.reject(connectionLost());
+      }
+      return recordStepOutcomes(handle.db, items);
+    }),
+  };
+}
+
+describe('runDispatchedStep', () => {
+  it('records the outcome after Postgres comes back, without running the handler again', async () => {
+    const [taskId] = await createQueuedTasks(handle.db, 'acme', manifest, 1);
+    assert.ok(taskId);
+    // Claimed and published, as the scheduler leaves it.
+    await handle.db.$client`
+      update task_steps set status = 'dispatched', dispatch_count = 1 where task_id = ${taskId}`;
+    handlerRuns = 0;
+    const deps = runnerDeps(1);
+    const dispatch: StepDispatch = {
+      type: 'step.dispatch',
+      task_id: taskId,
+      step_seq: 1,
+      dispatch: 1,
+      tenant_id: 'acme',
+      priority: 2,
+      resource: 'llm',
+    };
+    const { message, settled } = countedMessage(7);
+    await runDispatchedStep(deps, message, dispatch);
+    const step = await findStep(handle.db, taskId, 1);
+    assert.deepEqual(
+      { handlerRuns, settled, status: step?.status },
+      { handlerRuns: 1, settled: ['ack'], status: 'succeeded' },
+      'the outcome the handler returned is recorded once Postgres answers, and the message acked',
+    );
+  });
+});
