@@ -71,17 +71,79 @@ describe('ExecutorReports', () => {
 
   it('hands each step outcome to the breakers once', () => {
     const reports = new ExecutorReports(10_000, 5_000);
+    // Each executor reports its zeros as it starts (governor-report.ts).
+    reports.add(report('a', { resource: 'tool:x' }), 0);
+    reports.add(report('b', { resource: 'tool:x' }), 0);
     reports.add(
       report('a', { resource: 'tool:x', steps_succeeded: 3, steps_failed_dependency: 1 }),
-      0,
+      500,
     );
-    reports.add(report('b', { resource: 'tool:x', steps_failed_dependency: 2 }), 0);
-    assert.deepEqual([...reports.takeOutcomes(0)], [['tool:x', { succeeded: 3, failed: 3 }]]);
-    assert.deepEqual([...reports.takeOutcomes(0)], []);
+    reports.add(report('b', { resource: 'tool:x', steps_failed_dependency: 2 }), 500);
+    assert.deepEqual([...reports.takeOutcomes(500)], [['tool:x', { succeeded: 3, failed: 3 }]]);
+    assert.deepEqual([...reports.takeOutcomes(500)], []);
     reports.add(
       report('a', { resource: 'tool:x', steps_succeeded: 5, steps_failed_dependency: 1 }),
       1_000,
     );
     assert.deepEqual([...reports.takeOutcomes(1_000)], [['tool:x', { succeeded: 2, failed: 0 }]]);
+  });
+});
+
+describe('ExecutorReports outcomes across a gap', () => {
+  it('does not hand out again what an executor it forgot had reported', () => {
+    const reports = new ExecutorReports(10_000, 3_000);
+    reports.add(report('a', { resource: 'tool:x' }), 0);
+    reports.add(
+      report('a', { resource: 'tool:x', steps_succeeded: 5, steps_failed_dependency: 5 }),
+      1_000,
+    );
+    assert.deepEqual([...reports.takeOutcomes(1_000)], [['tool:x', { succeeded: 5, failed: 5 }]]);
+    // Its reports were lost for a while (a NATS reconnect): forgotten as dead at 4 500.
+    assert.deepEqual(reports.loads(4_500), []);
+    reports.add(
+      report('a', { resource: 'tool:x', steps_succeeded: 6, steps_failed_dependency: 5 }),
+      5_000,
+    );
+    assert.deepEqual([...reports.takeOutcomes(5_000)], [], 'its old counters are not new outcomes');
+    reports.add(
+      report('a', { resource: 'tool:x', steps_succeeded: 8, steps_failed_dependency: 6 }),
+      6_000,
+    );
+    assert.deepEqual([...reports.takeOutcomes(6_000)], [['tool:x', { succeeded: 2, failed: 1 }]]);
+  });
+
+  it('counts from the first report it sees, not from the executor’s start', () => {
+    // A governor that starts (or takes over as leader) beside executors that ran for an hour: their
+    // counters hold outcomes the previous governor fed to the breakers already.
+    const reports = new ExecutorReports(10_000, 3_000);
+    reports.add(
+      report('a', { resource: 'tool:x', steps_succeeded: 20, steps_failed_dependency: 30 }),
+      0,
+    );
+    assert.deepEqual([...reports.takeOutcomes(0)], []);
+    reports.add(
+      report('a', { resource: 'tool:x', steps_succeeded: 21, steps_failed_dependency: 30 }),
+      1_000,
+    );
+    assert.deepEqual([...reports.takeOutcomes(1_000)], [['tool:x', { succeeded: 1, failed: 0 }]]);
+  });
+
+  it('hands a standby that takes over no outcomes older than the window', () => {
+    const reports = new ExecutorReports(10_000, 3_000);
+    // A standby only listens: nobody takes outcomes for a minute.
+    for (let second = 0; second <= 60; second++) {
+      reports.add(
+        report('a', {
+          resource: 'tool:x',
+          steps_succeeded: 10 * second,
+          steps_failed_dependency: second < 30 ? second : 30,
+        }),
+        second * 1_000,
+      );
+    }
+    const taken = reports.takeOutcomes(60_000).get('tool:x');
+    assert.ok(taken, 'the window’s outcomes');
+    assert.ok(taken.succeeded <= 110, `at most a window of successes (${taken.succeeded})`);
+    assert.equal(taken.failed, 0, 'the failures of half a minute ago were fed by the old leader');
   });
 });

@@ -60,18 +60,29 @@ export class ExecutorReports {
   add(report: ExecutorReport, atMs: number): void {
     let history = this.executors.get(report.executor_id);
     if (history === undefined) {
+      // Outcomes count from the first report seen: what an executor counted before is no news to
+      // the breakers when this governor starts or takes over beside it (its predecessor fed them),
+      // nor when it reports again after being forgotten. An executor reports its zeros at start.
       history = {
         resource: report.resource,
         reports: [],
-        consumedSucceeded: 0,
-        consumedFailed: 0,
+        consumedSucceeded: report.steps_succeeded,
+        consumedFailed: report.steps_failed_dependency,
       };
       this.executors.set(report.executor_id, history);
     }
     history.reports.push({ atMs, report });
-    // Keep one report older than the window as the base of the window's differences.
-    while (history.reports.length > 2 && (history.reports[1]?.atMs ?? atMs) <= atMs - this.windowMs)
-      history.reports.shift();
+    // Keep one report older than the window as the base of the window's differences. Outcomes
+    // before it are too old to hand out (a standby that nobody asks while it listens).
+    while (
+      history.reports.length > 2 &&
+      (history.reports[1]?.atMs ?? atMs) <= atMs - this.windowMs
+    ) {
+      const old = history.reports.shift()?.report;
+      if (old === undefined) break;
+      history.consumedSucceeded = Math.max(history.consumedSucceeded, old.steps_succeeded);
+      history.consumedFailed = Math.max(history.consumedFailed, old.steps_failed_dependency);
+    }
   }
 
   /** Forgets executors silent for longer than `liveMs`; returns the live ones. */
