@@ -63,6 +63,22 @@ describe('BreakerKeeper', () => {
     assert.equal(second.get('mcp:files').coolDownUntilMs, 2_500);
   });
 
+  it('reads the outcomes of the tick its cool-down ends in as the open period’s, not as probes', async () => {
+    const store = new MemoryStore();
+    const keeper = new BreakerKeeper(config, store);
+    await keeper.tick(new Map([['tool:x', { succeeded: 0, failed: 3 }]]), 0);
+    assert.deepEqual(keeper.views(), { 'tool:x': 'open' });
+    // A step that was running when it opened fails late, before the cool-down ends; the tick that
+    // ends the cool-down is the first to hear of it. No probe has run: half-open is not published.
+    await keeper.tick(new Map([['tool:x', { succeeded: 0, failed: 1 }]]), 1_000);
+    assert.deepEqual(keeper.views(), { 'tool:x': 'half_open' }, 'the late failure reopens nothing');
+    const store2 = new MemoryStore();
+    const other = new BreakerKeeper(config, store2);
+    await other.tick(new Map([['tool:y', { succeeded: 0, failed: 3 }]]), 0);
+    await other.tick(new Map([['tool:y', { succeeded: 2, failed: 0 }]]), 1_000);
+    assert.deepEqual(other.views(), { 'tool:y': 'half_open' }, 'nor do late successes close it');
+  });
+
   it('reads a tick of a few failures among many successes as a steady error rate, not a streak', async () => {
     const store = new MemoryStore();
     const keeper = new BreakerKeeper(config, store);

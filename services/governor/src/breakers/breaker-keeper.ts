@@ -76,10 +76,10 @@ export class BreakerKeeper {
         touched.set(resource, undefined);
       }
     };
-    for (const [resource, state] of this.states) {
-      const fired = fireBreakerCoolDown(state, nowMs);
-      if (fired.transition) move(resource, fired.state, fired.transition);
-    }
+    // The outcomes reported since the last tick came while the breakers were as they are now: one
+    // whose cool-down ends at this tick was open for them (no probe can have run before its
+    // half-open state is published), so they are recorded before the cool-downs fire.
+    const open = [...this.states].filter(([, state]) => state.status === 'open');
     for (const [resource, delta] of outcomes) {
       if (!hasBreaker(resource)) continue;
       for (const ok of evenlyMixed(delta.succeeded, delta.failed)) {
@@ -87,6 +87,10 @@ export class BreakerKeeper {
         const result = recordBreakerOutcome(before, { ok, atMs: nowMs }, this.config);
         if (result.state !== before) move(resource, result.state, result.transition);
       }
+    }
+    for (const [resource, state] of open) {
+      const fired = fireBreakerCoolDown(state, nowMs);
+      if (fired.transition) move(resource, fired.state, fired.transition);
     }
     for (const [resource, transition] of touched) {
       const state = this.states.get(resource);
