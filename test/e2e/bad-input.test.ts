@@ -86,6 +86,17 @@ describe('CreateTask refuses bad input: INVALID_ARGUMENT naming the field, nothi
     // Valid JSON, but Postgres's jsonb cannot store U+0000, in a value or in a key.
     ['input holding U+0000 in a string', 'input', { input: { ...VALID_INPUT, note: 'a\u0000b' } }],
     ['input holding U+0000 in a key', 'input', { input: { ...VALID_INPUT, ['k\u0000']: 1 } }],
+    // Valid JSON too (the SDK sends the escape `\ud800`), but not Unicode: jsonb refuses it.
+    [
+      'input holding an unpaired surrogate in a string',
+      'input',
+      { input: { ...VALID_INPUT, note: 'a\ud800b' } },
+    ],
+    [
+      'input holding an unpaired surrogate in a key',
+      'input',
+      { input: { ...VALID_INPUT, ['k\udc00']: 1 } },
+    ],
   ];
   for (const [what, field, overrides] of typedCases) {
     it(`${what} → ${field}`, async () => {

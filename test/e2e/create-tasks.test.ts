@@ -175,6 +175,14 @@ describe('CreateTasks refuses bad input: INVALID_ARGUMENT naming the entry, noth
     ],
     ['an input that is not JSON', 'tasks[1].input', [entry('a'), entry('b', { input: '{' })]],
     [
+      'an input holding an unpaired surrogate',
+      'tasks[1].input',
+      [
+        entry('a'),
+        entry('b', { input: '{"topic":"\\ud800","sourceUrl":"https://example.com/b"}' }),
+      ],
+    ],
+    [
       'a key used twice in the batch',
       'tasks[2].idempotency_key',
       [

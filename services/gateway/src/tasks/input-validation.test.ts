@@ -42,6 +42,18 @@ describe('parseInput', () => {
     assert.match(refusal('{"a":[{"b\\u0000":1}]}') ?? '', /U\+0000/);
   });
 
+  it('refuses an unpaired surrogate in a string or a key, wherever it is nested', () => {
+    assert.match(refusal('{"a":"x\\ud800y"}') ?? '', /unpaired UTF-16 surrogate/);
+    assert.match(refusal('{"a":"x\\uDC00"}') ?? '', /unpaired UTF-16 surrogate/);
+    assert.match(refusal('{"a":[{"b\\uDbFf":1}]}') ?? '', /unpaired UTF-16 surrogate/);
+    assert.match(refusal('["\\ude00\\ud83d"]') ?? '', /unpaired UTF-16 surrogate/);
+  });
+
+  it('accepts surrogate pairs, raw or escaped, and text that only looks like the escape', () => {
+    assert.deepEqual(parseInput('{"a":"\\ud83d\\ude00 😀"}', LIMIT), { a: '😀 😀' });
+    assert.deepEqual(parseInput('{"a":"\\\\ud800"}', LIMIT), { a: '\\ud800' });
+  });
+
   it('accepts text that only looks like the escape: an escaped backslash before u0000', () => {
     // The JSON text `"\\u0000"` is the six characters \u0000, not U+0000.
     assert.deepEqual(parseInput('{"a":"\\\\u0000"}', LIMIT), { a: '\\u0000' });

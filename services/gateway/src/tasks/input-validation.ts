@@ -40,21 +40,37 @@ export function parseInput(text: string, maxBytes: number, prefix = ''): Json | 
   // failing the write (and, in a group commit, the writes of the creates beside it). JSON can only
   // hold it escaped (JSON.parse refuses raw control characters), so text without the escape needs
   // no walk; with it (or with an escaped backslash before `u0000`), the parsed value decides.
-  if (text.includes('\\u0000') && holdsNul(value)) {
+  if (text.includes('\\u0000') && someString(value, (s) => s.includes('\u0000'))) {
     return invalidArgument(
       field,
       'input holds the character U+0000 (NUL), which cannot be stored; remove or replace it',
     );
   }
+  // Valid JSON too (`"\uD800"` alone), but not Unicode text: Postgres's jsonb refuses a surrogate
+  // escape without its pair, which failed the write (INTERNAL). Text received over gRPC is decoded
+  // UTF-8, so only an escape can make one; text without a surrogate escape needs no walk.
+  if (SURROGATE_ESCAPE.test(text) && someString(value, (s) => UNPAIRED_SURROGATE.test(s))) {
+    return invalidArgument(
+      field,
+      'input holds an unpaired UTF-16 surrogate (a \\uD800–\\uDFFF escape without its pair), ' +
+        'which is not Unicode text and cannot be stored',
+    );
+  }
   return value;
 }
 
-/** Whether a string of `value`, or a key of one of its objects, holds U+0000. */
-function holdsNul(value: Json): boolean {
-  if (typeof value === 'string') return value.includes('\u0000');
+/** A `\uD800`–`\uDFFF` escape in JSON text (or an escaped backslash before such text). */
+const SURROGATE_ESCAPE = /\\u[dD][89a-fA-F]/;
+
+/** A high surrogate not followed by a low one, or a low surrogate not preceded by a high one. */
+const UNPAIRED_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+
+/** Whether `test` holds for a string of `value`, or for a key of one of its objects. */
+function someString(value: Json, test: (text: string) => boolean): boolean {
+  if (typeof value === 'string') return test(value);
   if (value === null || typeof value !== 'object') return false;
-  if (Array.isArray(value)) return value.some(holdsNul);
-  return Object.entries(value).some(([key, child]) => key.includes('\u0000') || holdsNul(child));
+  if (Array.isArray(value)) return value.some((child) => someString(child, test));
+  return Object.entries(value).some(([key, child]) => test(key) || someString(child, test));
 }
 
 function depthOf(value: Json): number {
