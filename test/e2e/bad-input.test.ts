@@ -138,6 +138,14 @@ describe('CreateTask refuses bad input: INVALID_ARGUMENT naming the field, nothi
     assert.match(message, new RegExp(`at most ${DEFAULT_MAX_INPUT_BYTES}`));
   });
 
+  it('refuses a number too large for a double (it was stored as null), naming the input', async () => {
+    const input = JSON.stringify(VALID_INPUT).replace(/}$/, ',"budget":1e400}');
+    await fx.expectNoEffect(async () => {
+      const message = await expectInvalidField(client.createTask(request({ input })), 'input');
+      assert.match(message, /number too large/);
+    });
+  });
+
   it('accepts an input of exactly 1 MiB (the limit is inclusive)', async () => {
     const before = await fx.rowCounts();
     const { task, created } = await client.createTask(

@@ -54,6 +54,20 @@ describe('parseInput', () => {
     assert.deepEqual(parseInput('{"a":"\\\\ud800"}', LIMIT), { a: '\\ud800' });
   });
 
+  it('refuses a number too large for a double, which would be stored as null', () => {
+    assert.match(refusal('{"a":1e400}') ?? '', /number too large/);
+    assert.match(refusal('{"a":[{"b":-2E+308}]}') ?? '', /number too large/);
+    assert.match(refusal(`[${'9'.repeat(310)}]`) ?? '', /number too large/);
+  });
+
+  it('accepts the largest doubles, tiny numbers and long digits in strings', () => {
+    assert.deepEqual(parseInput('{"a":1.7976931348623157e308,"b":1e-400}', LIMIT), {
+      a: Number.MAX_VALUE,
+      b: 0,
+    });
+    assert.deepEqual(parseInput('{"a":"1e400"}', LIMIT), { a: '1e400' });
+  });
+
   it('accepts text that only looks like the escape: an escaped backslash before u0000', () => {
     // The JSON text `"\\u0000"` is the six characters \u0000, not U+0000.
     assert.deepEqual(parseInput('{"a":"\\\\u0000"}', LIMIT), { a: '\\u0000' });

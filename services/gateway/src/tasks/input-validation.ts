@@ -56,7 +56,27 @@ export function parseInput(text: string, maxBytes: number, prefix = ''): Json | 
         'which is not Unicode text and cannot be stored',
     );
   }
+  // `1e400` is valid JSON too, but past a double's range JSON.parse makes it Infinity, which the
+  // schema check accepts as a number and the write stored as `null` (JSON.stringify): the task ran
+  // with another input than it was given. Only a number of 309 digits or more, or with an exponent
+  // of three digits or more, can overflow; text without one needs no walk.
+  if (LONG_NUMBER.test(text) && holdsInfinity(value)) {
+    return invalidArgument(
+      field,
+      'input holds a number too large to represent (beyond ±1.7976931348623157e308)',
+    );
+  }
   return value;
+}
+
+/** A number with an exponent of three digits or more, or of 309 digits or more. */
+const LONG_NUMBER = /\d[eE]\+?\d{3}|\d{309}/;
+
+/** Whether a number of `value`, wherever it is nested, is infinite. */
+function holdsInfinity(value: Json): boolean {
+  if (typeof value === 'number') return !Number.isFinite(value);
+  if (value === null || typeof value !== 'object') return false;
+  return (Array.isArray(value) ? value : Object.values(value)).some(holdsInfinity);
 }
 
 /** A `\uD800`–`\uDFFF` escape in JSON text (or an escaped backslash before such text). */
