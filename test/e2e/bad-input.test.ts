@@ -10,6 +10,7 @@ import { randomUUID } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import { status } from '@grpc/grpc-js';
 import { fromTimestamp, type Task } from '@sluice/api';
+import { applyTransition } from '@sluice/db';
 import type { CreateTaskParams, TaskClient } from '@sluice/sdk/client';
 import { DEFAULT_MAX_INPUT_BYTES } from '../../services/gateway/src/config.js';
 import {
@@ -318,6 +319,38 @@ describe('lifecycle requests the table does not allow', () => {
       assert.equal((await client.getTask(task.task_id)).task.status, 'TASK_STATUS_QUEUED');
     });
   }
+
+  // Valid UTF-8, so it arrives; but the event's jsonb cannot store it (the write failed: INTERNAL).
+  it('refuses a cancel reason holding U+0000, naming the field', async () => {
+    const { task } = await client.createTask(request({}));
+    await fx.expectNoEffect(async () => {
+      await expectInvalidField(client.cancelTask(task.task_id, 'a\u0000b'), 'reason');
+    });
+    assert.equal((await client.getTask(task.task_id)).task.status, 'TASK_STATUS_QUEUED');
+  });
+
+  it('refuses an approval comment holding U+0000, naming the field', async () => {
+    const { task } = await client.createTask(request({}));
+    for (const type of ['start', 'await_approval'] as const) {
+      const moved = await applyTransition(fx.database.db, {
+        taskId: task.task_id,
+        tenantId: 'acme',
+        event: { type },
+      });
+      assert.ok(moved.ok, `the task takes ${type}`);
+    }
+    await fx.expectNoEffect(async () => {
+      await expectInvalidField(
+        raw.unary(
+          'ApproveTask',
+          { task_id: task.task_id, approved: false, comment: 'a\u0000b' },
+          bearer(apiKey),
+        ),
+        'comment',
+      );
+    });
+    assert.equal((await client.getTask(task.task_id)).task.status, 'TASK_STATUS_WAITING_APPROVAL');
+  });
 
   it('refuses an approval comment that is too long, naming the field', async () => {
     const { task } = await client.createTask(request({}));

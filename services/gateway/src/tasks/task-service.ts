@@ -250,6 +250,7 @@ export function createTaskService(deps: TaskServiceDeps): Partial<TaskServiceHan
       const { tenantId } = await reads.authenticate(call.metadata);
       const { task_id: taskId, reason } = call.request;
       checkTaskId(taskId);
+      checkStorableText('reason', reason);
       // Not counted here: a cancel of a running task only requests it. sluice_cancellations_total
       // counts tasks that became cancelled, from their events (the scheduler's task-metrics.ts).
       return inTaskTrace(tenantId, taskId, 'cancel', () =>
@@ -290,6 +291,7 @@ export function createTaskService(deps: TaskServiceDeps): Partial<TaskServiceHan
           `comment must be at most ${MAX_COMMENT_LENGTH} characters`,
         );
       }
+      checkStorableText('comment', comment);
       return inTaskTrace(tenantId, taskId, approved ? 'approve' : 'reject', () =>
         decideApproval(deps.db, { tenantId, taskId }, { approved, comment }),
       );
@@ -312,6 +314,19 @@ export function createTaskService(deps: TaskServiceDeps): Partial<TaskServiceHan
 function checkTaskId(taskId: string): void {
   if (taskId === '') throw invalidArgument('task_id', 'task_id is required');
   if (!isUuid(taskId)) throw invalidArgument('task_id', 'task_id must be a task id (a UUID)');
+}
+
+/**
+ * Refuses free text a task's event records that Postgres cannot store: U+0000 (NUL), which `jsonb`
+ * refuses (valid UTF-8 on the wire, so it arrives; the write then failed, answering `INTERNAL`).
+ */
+function checkStorableText(field: string, text: string): void {
+  if (text.includes('\u0000')) {
+    throw invalidArgument(
+      field,
+      `${field} holds the character U+0000 (NUL), which cannot be stored; remove or replace it`,
+    );
+  }
 }
 
 /** A time filter of ListTasks, or `undefined` when unset. */
