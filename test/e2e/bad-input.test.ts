@@ -248,6 +248,32 @@ describe('ListTasks', () => {
         ),
       },
     ],
+    [
+      'a page_token of a time before year 1',
+      'page_token',
+      {
+        page_token: Buffer.from(
+          JSON.stringify({ c: '-100000-01-01T00:00:00.000Z', i: randomUUID() }),
+        ).toString('base64url'),
+      },
+    ],
+    // Past google.protobuf.Timestamp's range (years 1 to 9999): an invalid Date, or a time
+    // Postgres cannot compare with; the read failed, INTERNAL.
+    [
+      'a created_after of 2^53 - 1 seconds',
+      'created_after',
+      { created_after: { seconds: '9007199254740991', nanos: 0 } },
+    ],
+    [
+      'a created_before before year 1',
+      'created_before',
+      { created_before: { seconds: '-8000000000000', nanos: 0 } },
+    ],
+    [
+      'a created_before whose nanos are negative',
+      'created_before',
+      { created_before: { seconds: '0', nanos: -1 } },
+    ],
     ['page_size above 500', 'page_size', { page_size: 501 }],
     ['a negative page_size', 'page_size', { page_size: -1 }],
     ['an unknown status (enum number 99)', 'status', { status: 99 }],

@@ -291,17 +291,32 @@ export function toTimestamp(date: Date): Timestamp {
   return { seconds: String(seconds), nanos: (ms - seconds * MS_PER_SECOND) * NANOS_PER_MS };
 }
 
+/** `google.protobuf.Timestamp`'s range: 0001-01-01T00:00:00Z … 9999-12-31T23:59:59Z, in seconds. */
+const MIN_TIMESTAMP_SECONDS = -62_135_596_800;
+const MAX_TIMESTAMP_SECONDS = 253_402_300_799;
+const MAX_NANOS = 999_999_999;
+
 /**
  * Converts a {@link Timestamp} back to a `Date`, truncating to milliseconds.
  *
- * @throws RangeError when `seconds` is not an integer.
+ * @throws RangeError when `seconds` is not an integer or `nanos` not one of 0 … 999,999,999, or
+ *   when the time is outside `google.protobuf.Timestamp`'s range (years 1 to 9999): past it a
+ *   `Date` is invalid or Postgres cannot store the time.
  */
 export function fromTimestamp(timestamp: Timestamp): Date {
   const seconds = Number(timestamp.seconds);
-  if (!Number.isSafeInteger(seconds)) {
+  if (
+    !Number.isSafeInteger(seconds) ||
+    seconds < MIN_TIMESTAMP_SECONDS ||
+    seconds > MAX_TIMESTAMP_SECONDS
+  ) {
     throw new RangeError(`invalid Timestamp seconds "${timestamp.seconds}"`);
   }
-  return new Date(seconds * MS_PER_SECOND + Math.floor(timestamp.nanos / NANOS_PER_MS));
+  const { nanos } = timestamp;
+  if (!Number.isInteger(nanos) || nanos < 0 || nanos > MAX_NANOS) {
+    throw new RangeError(`invalid Timestamp nanos ${nanos}`);
+  }
+  return new Date(seconds * MS_PER_SECOND + Math.floor(nanos / NANOS_PER_MS));
 }
 
 /** Converts milliseconds to a {@link Duration} (millisecond precision). */

@@ -19,8 +19,19 @@ export function decodePageToken(token: string): { createdAt: Date; id: string } 
     const { c, i } = value as { c?: unknown; i?: unknown };
     if (typeof c !== 'string' || typeof i !== 'string' || !isUuid(i)) return null;
     const createdAt = new Date(c);
-    return Number.isNaN(createdAt.getTime()) ? null : { createdAt, id: i };
+    // A time Postgres cannot compare with (before year 1, say) failed the read: INTERNAL.
+    return isTimeOfTask(createdAt) ? { createdAt, id: i } : null;
   } catch {
     return null;
   }
+}
+
+/** 0001-01-01T00:00:00Z and 9999-12-31T23:59:59.999Z, in milliseconds. */
+const EARLIEST_MS = -62_135_596_800_000;
+const LATEST_MS = 253_402_300_799_999;
+
+/** Whether `date` is a valid time of years 1 to 9999 (every task's, and what Postgres can compare). */
+function isTimeOfTask(date: Date): boolean {
+  const ms = date.getTime();
+  return ms >= EARLIEST_MS && ms <= LATEST_MS;
 }
