@@ -234,6 +234,15 @@ describe('reading, watching and cancelling a task by id', () => {
       'after_seq',
     );
   });
+
+  it('answers INVALID_ARGUMENT naming after_seq for a watch past the largest sequence', async () => {
+    // task_events.seq is an integer: a larger value failed the read of the events (INTERNAL).
+    const { task } = await client.createTask(request({}));
+    await expectInvalidField(
+      raw.watch({ task_id: task.task_id, after_seq: '2147483648' }, bearer(apiKey)),
+      'after_seq',
+    );
+  });
 });
 
 describe('ListTasks', () => {

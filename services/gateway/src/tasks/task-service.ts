@@ -339,10 +339,17 @@ function timeFilter(value: Timestamp | null, field: string): Date | undefined {
   }
 }
 
+/** The largest event sequence: `task_events.seq` is an `integer`. */
+const MAX_EVENT_SEQ = 2_147_483_647;
+
 function parseAfterSeq(request: WatchTaskRequest): number {
   const value = Number(request.after_seq === '' ? '0' : request.after_seq);
-  if (!Number.isSafeInteger(value) || value < 0) {
-    throw invalidArgument('after_seq', 'after_seq must be a non-negative event sequence');
+  // Past the column's range the read of the events failed (INTERNAL), not just found none.
+  if (!Number.isSafeInteger(value) || value < 0 || value > MAX_EVENT_SEQ) {
+    throw invalidArgument(
+      'after_seq',
+      `after_seq must be a non-negative event sequence, at most ${MAX_EVENT_SEQ}`,
+    );
   }
   return value;
 }
