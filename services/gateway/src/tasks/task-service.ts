@@ -301,7 +301,10 @@ export function createTaskService(deps: TaskServiceDeps): Partial<TaskServiceHan
       const { tenantId } = await reads.authenticate(call.metadata);
       const afterSeq = parseAfterSeq(call.request);
       const task = await requireTask(tenantId, call.request.task_id);
-      await streamEvents(deps, call, task.id, afterSeq, context.signal);
+      // A task final already: its stream ends once it has sent up to the task's last event.
+      const finishedAt =
+        isTaskStatus(task.status) && isFinalStatus(task.status) ? task.lastEventSeq : undefined;
+      await streamEvents(deps, call, task.id, afterSeq, finishedAt, context.signal);
     },
   };
 }
@@ -357,16 +360,22 @@ function parseAfterSeq(request: WatchTaskRequest): number {
 /**
  * Replays the task's events after `afterSeq` from Postgres, then follows new ones: each notice (or
  * a periodic re-check, in case a notice was lost) makes it read the events it has not sent yet,
- * in sequence. Ends after the event that takes the task to a final state.
+ * in sequence. Ends after the event that takes the task to a final state, and, for a task that was
+ * final when the watch began (`finishedAt`, its last sequence then), once nothing up to that
+ * sequence is left to send: a caller that saw the final event already (`afterSeq` at or past it,
+ * a reconnect after the stream broke) would otherwise wait for an event that never comes. An
+ * event after `finishedAt` (a retry since) makes it follow the task as any other.
  */
 async function streamEvents(
   deps: TaskServiceDeps,
   call: ServerWritableStream<WatchTaskRequest, WatchTaskResponse>,
   taskId: string,
   afterSeq: number,
+  finishedAt: number | undefined,
   signal: AbortSignal,
 ): Promise<void> {
   let lastSent = afterSeq;
+  let endAt = finishedAt;
   let wake: (() => void) | undefined;
   let pending = true; // read once at start, whatever the notices say
   // Listening before the first read: an event committed after it is then noticed.
@@ -386,9 +395,11 @@ async function streamEvents(
         for (const event of events) {
           await write(call, { event: eventToApi(event) });
           lastSent = event.seq;
+          if (endAt !== undefined && event.seq > endAt) endAt = undefined;
           const to = event.toStatus;
           if (to !== null && isTaskStatus(to) && isFinalStatus(to)) return;
         }
+        if (endAt !== undefined && lastSent >= endAt) return;
         continue;
       }
       await new Promise<void>((resolve) => {
