@@ -393,7 +393,7 @@ async function streamEvents(
         pending = false;
         const events = await listTaskEvents(deps.db, taskId, lastSent);
         for (const event of events) {
-          await write(call, { event: eventToApi(event) });
+          await write(call, { event: eventToApi(event) }, signal);
           lastSent = event.seq;
           if (endAt !== undefined && event.seq > endAt) endAt = undefined;
           const to = event.toStatus;
@@ -418,10 +418,28 @@ async function streamEvents(
   }
 }
 
-/** Writes one response, waiting for the stream to drain when its buffer is full. */
+/**
+ * Writes one response, waiting for the stream to drain when its buffer is full, or rejects with
+ * `signal`'s reason once it aborts: a call cancelled meanwhile (by its client or its deadline)
+ * never drains, and the watch would otherwise wait for good, listening still.
+ */
 async function write(
   call: ServerWritableStream<WatchTaskRequest, WatchTaskResponse>,
   response: WatchTaskResponse,
+  signal: AbortSignal,
 ): Promise<void> {
-  if (!call.write(response)) await new Promise((resolve) => call.once('drain', resolve));
+  if (call.write(response)) return;
+  await new Promise<void>((resolve, reject) => {
+    const drained = () => {
+      signal.removeEventListener('abort', aborted);
+      resolve();
+    };
+    const aborted = () => {
+      call.removeListener('drain', drained);
+      reject(signal.reason as Error);
+    };
+    call.once('drain', drained);
+    signal.addEventListener('abort', aborted, { once: true });
+    if (signal.aborted) aborted();
+  });
 }
