@@ -357,6 +357,9 @@ function parseAfterSeq(request: WatchTaskRequest): number {
   return value;
 }
 
+/** Events a watch reads at a time. */
+const WATCH_READ_EVENTS = 1_000;
+
 /**
  * Replays the task's events after `afterSeq` from Postgres, then follows new ones: each notice (or
  * a periodic re-check, in case a notice was lost) makes it read the events it has not sent yet,
@@ -391,7 +394,9 @@ async function streamEvents(
       if (signal.aborted) throw signal.reason;
       if (pending) {
         pending = false;
-        const events = await listTaskEvents(deps.db, taskId, lastSent);
+        const events = await listTaskEvents(deps.db, taskId, lastSent, WATCH_READ_EVENTS);
+        // A full read may have left events behind: read on at once, not at the next notice.
+        pending = events.length === WATCH_READ_EVENTS;
         for (const event of events) {
           await write(call, { event: eventToApi(event) }, signal);
           lastSent = event.seq;
