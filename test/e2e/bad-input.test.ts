@@ -245,6 +245,15 @@ describe('reading, watching and cancelling a task by id', () => {
   });
 });
 
+/**
+ * A page token of ListTasks as the gateway makes them for a listing without filters
+ * (services/gateway/src/tasks/page-token.ts), with the position given: only that part is forged.
+ */
+function forgedPageToken(position: { c: string; i: string }): string {
+  const token = { k: 'tasks.v1', ...position, f: '[null,null,null,null,null]' };
+  return Buffer.from(JSON.stringify(token)).toString('base64url');
+}
+
 describe('ListTasks', () => {
   for (const [what, field, body] of [
     ['a page_token it did not issue', 'page_token', { page_token: 'garbage!' }],
@@ -252,18 +261,14 @@ describe('ListTasks', () => {
       'a well-formed page_token with a bad id',
       'page_token',
       {
-        page_token: Buffer.from(JSON.stringify({ c: new Date().toISOString(), i: 'x' })).toString(
-          'base64url',
-        ),
+        page_token: forgedPageToken({ c: new Date().toISOString(), i: 'x' }),
       },
     ],
     [
       'a page_token of a time before year 1',
       'page_token',
       {
-        page_token: Buffer.from(
-          JSON.stringify({ c: '-100000-01-01T00:00:00.000Z', i: randomUUID() }),
-        ).toString('base64url'),
+        page_token: forgedPageToken({ c: '-100000-01-01T00:00:00.000Z', i: randomUUID() }),
       },
     ],
     // Past google.protobuf.Timestamp's range (years 1 to 9999): an invalid Date, or a time
@@ -337,6 +342,35 @@ describe('ListTasks', () => {
     assert.equal(all.next_page_token, '');
     const cancelled = await lister.listTasks({ status: 'TASK_STATUS_CANCELLED' });
     assert.deepEqual(cancelled.tasks, [], 'the status filter applies');
+
+    // A token continues the listing it came from, filters included, and no other.
+    const queued = await lister.listTasks({ page_size: 3, status: 'TASK_STATUS_QUEUED' });
+    const rest = await lister.listTasks({
+      page_size: 10,
+      status: 'TASK_STATUS_QUEUED',
+      page_token: queued.next_page_token,
+    });
+    assert.deepEqual(
+      [...queued.tasks, ...rest.tasks].map((t) => t.task_id),
+      newestFirst.map((t) => t.task_id),
+      'a filtered listing pages as an unfiltered one',
+    );
+    const firstPage = await lister.listTasks({ page_size: 3 });
+    for (const otherFilters of [
+      { status: 'TASK_STATUS_QUEUED' },
+      { priority: 'PRIORITY_P1' },
+      { type: 'other-type' },
+      { created_after: { seconds: '0', nanos: 0 } },
+    ]) {
+      await expectInvalidField(
+        raw.unary(
+          'ListTasks',
+          { page_token: firstPage.next_page_token, ...otherFilters },
+          bearer(apiKey),
+        ),
+        'page_token',
+      );
+    }
   });
 });
 

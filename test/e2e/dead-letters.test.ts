@@ -231,6 +231,18 @@ describe('dead letters', () => {
       () => admin.redriveDeadLetters([]),
       () => admin.purgeDeadLetters(['not-a-uuid']),
       () => admin.listDeadLetters({ page_token: 'bogus' }),
+      // The gateway's own form, with a time before year 1, which Postgres cannot compare with.
+      () =>
+        admin.listDeadLetters({
+          page_token: Buffer.from(
+            JSON.stringify({
+              k: 'dead-letters.v1',
+              c: '-100000-01-01T00:00:00.000Z',
+              i: randomUUID(),
+              t: '',
+            }),
+          ).toString('base64url'),
+        }),
       () => admin.listDeadLetters({ tenant_id: 'Not A Tenant' }),
     ]) {
       await assert.rejects(call(), (error) => {

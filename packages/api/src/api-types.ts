@@ -319,6 +319,18 @@ export function fromTimestamp(timestamp: Timestamp): Date {
   return new Date(seconds * MS_PER_SECOND + Math.floor(nanos / NANOS_PER_MS));
 }
 
+/**
+ * Whether `date` is a valid time within `google.protobuf.Timestamp`'s range (years 1 to 9999):
+ * what every stored time is, and what Postgres can compare with (a page token's time is checked so).
+ */
+export function isWithinTimestampRange(date: Date): boolean {
+  const ms = date.getTime();
+  return (
+    ms >= MIN_TIMESTAMP_SECONDS * MS_PER_SECOND &&
+    ms <= MAX_TIMESTAMP_SECONDS * MS_PER_SECOND + (MS_PER_SECOND - 1)
+  );
+}
+
 /** Converts milliseconds to a {@link Duration} (millisecond precision). */
 export function toDuration(ms: number): Duration {
   if (!Number.isFinite(ms))

@@ -15,6 +15,7 @@ export {
   TASK_STATUS_VALUES,
   fromDuration,
   fromTimestamp,
+  isWithinTimestampRange,
   toDuration,
   toTimestamp,
 } from './api-types.js';

@@ -3,6 +3,7 @@
  * (keyset pagination, stable while letters are added), bound to the tenant filter it was made for
  * so a token cannot silently continue a different listing.
  */
+import { isWithinTimestampRange } from '@sluice/api';
 import { isUuid, type DeadLetterCursor } from '@sluice/db';
 
 /** Marks a token as ours and versions its format. */
@@ -26,7 +27,8 @@ export function decodeDeadLetterPageToken(
     if (k !== TOKEN_TAG || t !== tenantId || typeof c !== 'string') return null;
     if (typeof i !== 'string' || !isUuid(i)) return null;
     const createdAt = new Date(c);
-    return Number.isNaN(createdAt.getTime()) ? null : { createdAt, id: i };
+    // A time Postgres cannot compare with (before year 1, say) would fail the read: INTERNAL.
+    return isWithinTimestampRange(createdAt) ? { createdAt, id: i } : null;
   } catch {
     return null;
   }

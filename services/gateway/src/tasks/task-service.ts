@@ -225,24 +225,32 @@ export function createTaskService(deps: TaskServiceDeps): Partial<TaskServiceHan
       }
       const createdAfter = timeFilter(request.created_after, 'created_after');
       const createdBefore = timeFilter(request.created_before, 'created_before');
-      const after = request.page_token === '' ? undefined : decodePageToken(request.page_token);
-      if (after === null)
-        throw invalidArgument('page_token', 'page_token is not one this API issued');
-      const rows = await listTasks(deps.db, {
-        tenantId,
-        limit: limit + 1,
+      const filters = {
         ...(status && isTaskStatus(status) ? { status } : {}),
         ...(request.type === '' ? {} : { type: request.type }),
         ...(priority === undefined ? {} : { priority }),
         ...(createdAfter ? { createdAfter } : {}),
         ...(createdBefore ? { createdBefore } : {}),
+      };
+      const after =
+        request.page_token === '' ? undefined : decodePageToken(request.page_token, filters);
+      if (after === null) {
+        throw invalidArgument(
+          'page_token',
+          'page_token did not come from a previous ListTasks response with the same filters',
+        );
+      }
+      const rows = await listTasks(deps.db, {
+        tenantId,
+        limit: limit + 1,
+        ...filters,
         ...(after ? { after } : {}),
       });
       const page = rows.slice(0, limit);
       const last = page.at(-1);
       return {
         tasks: page.map((task) => taskToApi(task)),
-        next_page_token: rows.length > limit && last ? encodePageToken(last) : '',
+        next_page_token: rows.length > limit && last ? encodePageToken(last, filters) : '',
       };
     },
 
