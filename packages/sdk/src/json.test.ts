@@ -49,6 +49,25 @@ describe('toJson', () => {
     );
   });
 
+  it('refuses a lone UTF-16 surrogate in a string or a key, which jsonb refuses to store', () => {
+    // Half an emoji (a string cut by length in UTF-16 units): JSON.stringify writes it as
+    // `\ud83d`, which Postgres answers with "Unicode low surrogate must follow a high surrogate".
+    const half = '😀 smile'.slice(0, 1);
+    assert.equal(
+      problem({ rows: ['ok', `text ${half}`] }),
+      '$.rows[1] holds a lone UTF-16 surrogate (half a character), which cannot be stored',
+    );
+    assert.equal(
+      problem({ nested: { [`k${half}`]: 1 } }),
+      '$.nested has a key holding a lone UTF-16 surrogate (half a character), which cannot be stored',
+    );
+    assert.equal(
+      problem(['\udc00 low half first']),
+      '$[0] holds a lone UTF-16 surrogate (half a character), which cannot be stored',
+    );
+    assert.deepEqual(toJson({ '😀': 'ok 😀' }), { ok: true, value: { '😀': 'ok 😀' } });
+  });
+
   it('refuses cycles but accepts the same object twice', () => {
     const shared = { x: 1 };
     assert.deepEqual(toJson([shared, shared]), { ok: true, value: [{ x: 1 }, { x: 1 }] });

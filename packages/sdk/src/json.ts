@@ -3,8 +3,9 @@
  * another executor, days later. A value that does not survive that trip unchanged (a `Date`, a
  * `Map`, `NaN`, a class instance, a cycle) would silently turn into something else there, so it is
  * refused when the step returns it, with the path of the offending part. So is the character
- * U+0000 in a string or key: Postgres's `jsonb` cannot store it, and one such value would fail the
- * write of every outcome recorded with it.
+ * U+0000 in a string or key, and a lone UTF-16 surrogate (half a character, e.g. of an emoji cut by
+ * a length limit): Postgres's `jsonb` cannot store them, and one such value would fail the write of
+ * every outcome recorded with it.
  */
 import type { Json } from '@sluice/core';
 
@@ -26,8 +27,10 @@ export function toJson(value: unknown): JsonCheck {
   const visit = (node: unknown, path: string, depth: number): Json | undefined => {
     if (node === null || typeof node === 'boolean') return node;
     if (typeof node === 'string') {
-      if (!node.includes('\u0000')) return node;
-      problem.message = `${path} holds the character U+0000 (NUL), which cannot be stored`;
+      const unstorable = unstorableCharacter(node);
+      if (unstorable === undefined) return node;
+      const what = unstorable === 'nul' ? 'the character U+0000 (NUL)' : LONE_SURROGATE_WORDS;
+      problem.message = `${path} holds ${what}, which cannot be stored`;
       return undefined;
     }
     if (typeof node === 'number') {
@@ -72,8 +75,10 @@ export function toJson(value: unknown): JsonCheck {
       const object: { [key: string]: Json } = {};
       for (const [key, item] of Object.entries(node)) {
         if (item === undefined) continue;
-        if (key.includes('\u0000')) {
-          problem.message = `${path} has a key holding U+0000 (NUL), which cannot be stored`;
+        const unstorable = unstorableCharacter(key);
+        if (unstorable !== undefined) {
+          const what = unstorable === 'nul' ? 'U+0000 (NUL)' : LONE_SURROGATE_WORDS;
+          problem.message = `${path} has a key holding ${what}, which cannot be stored`;
           return undefined;
         }
         const json = visit(item, `${path}.${key}`, depth + 1);
@@ -88,4 +93,16 @@ export function toJson(value: unknown): JsonCheck {
   if (value === undefined) return { ok: true, value: null };
   const json = visit(value, '$', 0);
   return json === undefined ? { ok: false, problem: problem.message } : { ok: true, value: json };
+}
+
+/** With the `u` flag a surrogate pair is one code point: this matches lone halves only. */
+const LONE_SURROGATE = /[\uD800-\uDFFF]/u;
+
+const LONE_SURROGATE_WORDS = 'a lone UTF-16 surrogate (half a character)';
+
+/** What in `text` Postgres's `jsonb` cannot store, or `undefined` when it can store it all. */
+function unstorableCharacter(text: string): 'nul' | 'surrogate' | undefined {
+  if (text.includes('\u0000')) return 'nul';
+  if (LONE_SURROGATE.test(text)) return 'surrogate';
+  return undefined;
 }
