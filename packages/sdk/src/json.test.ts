@@ -68,6 +68,19 @@ describe('toJson', () => {
     assert.deepEqual(toJson({ '😀': 'ok 😀' }), { ok: true, value: { '😀': 'ok 😀' } });
   });
 
+  it('keeps a key named __proto__ as data, as JSON.parse made it', () => {
+    // E.g. a model's answer parsed with JSON.parse: `__proto__` is an own property there, and must
+    // stay one (assigned with `=`, it would set the copy's prototype and vanish from the JSON).
+    const parsed: unknown = JSON.parse('{"__proto__": {"admin": true}, "name": "x"}');
+    const result = toJson(parsed);
+    assert.ok(result.ok);
+    assert.equal(JSON.stringify(result.value), '{"__proto__":{"admin":true},"name":"x"}');
+    assert.equal(Object.getPrototypeOf(result.value), Object.prototype);
+    const list = toJson([JSON.parse('{"__proto__": 1}')]);
+    assert.ok(list.ok);
+    assert.equal(JSON.stringify(list.value), '[{"__proto__":1}]');
+  });
+
   it('refuses cycles but accepts the same object twice', () => {
     const shared = { x: 1 };
     assert.deepEqual(toJson([shared, shared]), { ok: true, value: [{ x: 1 }, { x: 1 }] });

@@ -72,7 +72,9 @@ export function toJson(value: unknown): JsonCheck {
         problem.message = `${path} is a ${typeof kind === 'string' ? kind : 'non-plain object'}, not plain JSON data`;
         return undefined;
       }
-      const object: { [key: string]: Json } = {};
+      // Collected, then made with Object.fromEntries: a key `__proto__` (JSON.parse makes it an
+      // own property) stays data, where `object[key] = …` would set the copy's prototype instead.
+      const entries: Array<[string, Json]> = [];
       for (const [key, item] of Object.entries(node)) {
         if (item === undefined) continue;
         const unstorable = unstorableCharacter(key);
@@ -83,9 +85,9 @@ export function toJson(value: unknown): JsonCheck {
         }
         const json = visit(item, `${path}.${key}`, depth + 1);
         if (json === undefined) return undefined;
-        object[key] = json;
+        entries.push([key, json]);
       }
-      return object;
+      return Object.fromEntries(entries);
     } finally {
       seen.delete(node);
     }
