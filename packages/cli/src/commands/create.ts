@@ -72,6 +72,9 @@ export const createCommand: Command = {
     const [type = ''] = context.args;
     const priority = parsePriority(context.option('priority') ?? DEFAULT_PRIORITY);
     const idempotencyKey = context.option('idempotency-key');
+    // `--idempotency-key "$KEY"` with KEY unset asks for a repeat-safe create: without a key (the
+    // API's empty one) a rerun would create the task again.
+    if (idempotencyKey === '') throw new UsageError('--idempotency-key must not be empty');
     const inputsFile = context.option('inputs-file');
     if (inputsFile !== undefined) {
       if (context.option('input') !== undefined || context.option('input-file') !== undefined) {
