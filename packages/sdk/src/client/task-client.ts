@@ -79,7 +79,8 @@ export function createTaskClient(options: TaskClientOptions): TaskClient {
   };
 
   return {
-    createTask: (params) => unary('CreateTask', createRequestOf(params)),
+    // Async: an input JSON cannot carry (a bigint, a cycle) rejects like a refused call would.
+    createTask: async (params) => unary('CreateTask', createRequestOf(params)),
     createTasks: async (tasks) => {
       const response = await unary<CreateTasksResponse>('CreateTasks', {
         tasks: tasks.map(createRequestOf),
