@@ -32,7 +32,7 @@ export type {
   HistoryEntry,
 } from './task-state.js';
 export { StepStatus, STEP_STATUSES, IN_FLIGHT_STEP_STATUSES, isStepStatus } from './step-status.js';
-export { storableText } from './storable-text.js';
+export { storableText, unstorableCharacter } from './storable-text.js';
 export { Priority, PRIORITIES, isPriority, priorityLabel, urgentReserveSlots } from './priority.js';
 export {
   ErrorClass,

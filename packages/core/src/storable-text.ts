@@ -7,6 +7,20 @@
  */
 export function storableText(text: string): string {
   const withoutNul = text.includes('\u0000') ? text.replaceAll('\u0000', '\uFFFD') : text;
-  // With the `u` flag a surrogate pair is one code point: the class matches lone halves only.
-  return withoutNul.replace(/[\uD800-\uDFFF]/gu, '\uFFFD');
+  return withoutNul.replace(LONE_SURROGATES, '\uFFFD');
+}
+
+/** With the `u` flag a surrogate pair is one code point: the class matches lone halves only. */
+const LONE_SURROGATES = /[\uD800-\uDFFF]/gu;
+const LONE_SURROGATE = /[\uD800-\uDFFF]/u;
+
+/**
+ * What in `text` Postgres cannot store: U+0000 (`nul`), or a lone UTF-16 surrogate
+ * (`lone_surrogate`); `undefined` when it can store all of it. For data, which is refused rather
+ * than changed.
+ */
+export function unstorableCharacter(text: string): 'nul' | 'lone_surrogate' | undefined {
+  if (text.includes('\u0000')) return 'nul';
+  if (LONE_SURROGATE.test(text)) return 'lone_surrogate';
+  return undefined;
 }

@@ -7,7 +7,9 @@
  * a length limit): Postgres's `jsonb` cannot store them, and one such value would fail the write of
  * every outcome recorded with it.
  */
-import type { Json } from '@sluice/core';
+import { unstorableCharacter, type Json } from '@sluice/core';
+
+const LONE_SURROGATE_WORDS = 'a lone UTF-16 surrogate (half a character)';
 
 /** Deepest nesting a step's input or output may have (as the gateway allows for task input). */
 export const MAX_JSON_DEPTH = 32;
@@ -95,16 +97,4 @@ export function toJson(value: unknown): JsonCheck {
   if (value === undefined) return { ok: true, value: null };
   const json = visit(value, '$', 0);
   return json === undefined ? { ok: false, problem: problem.message } : { ok: true, value: json };
-}
-
-/** With the `u` flag a surrogate pair is one code point: this matches lone halves only. */
-const LONE_SURROGATE = /[\uD800-\uDFFF]/u;
-
-const LONE_SURROGATE_WORDS = 'a lone UTF-16 surrogate (half a character)';
-
-/** What in `text` Postgres's `jsonb` cannot store, or `undefined` when it can store it all. */
-function unstorableCharacter(text: string): 'nul' | 'surrogate' | undefined {
-  if (text.includes('\u0000')) return 'nul';
-  if (LONE_SURROGATE.test(text)) return 'surrogate';
-  return undefined;
 }

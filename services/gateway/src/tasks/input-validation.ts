@@ -5,7 +5,7 @@
  */
 import { Ajv2020, type ErrorObject, type ValidateFunction } from 'ajv/dist/2020.js';
 import addFormatsModule from 'ajv-formats';
-import type { Json } from '@sluice/core';
+import { unstorableCharacter, type Json } from '@sluice/core';
 import type { TaskTypeManifest } from '@sluice/db';
 import { invalidArgument, type GrpcError } from '../grpc/index.js';
 
@@ -49,7 +49,10 @@ export function parseInput(text: string, maxBytes: number, prefix = ''): Json | 
   // Valid JSON too (`"\uD800"` alone), but not Unicode text: Postgres's jsonb refuses a surrogate
   // escape without its pair, which failed the write (INTERNAL). Text received over gRPC is decoded
   // UTF-8, so only an escape can make one; text without a surrogate escape needs no walk.
-  if (SURROGATE_ESCAPE.test(text) && someString(value, (s) => UNPAIRED_SURROGATE.test(s))) {
+  if (
+    SURROGATE_ESCAPE.test(text) &&
+    someString(value, (s) => unstorableCharacter(s) === 'lone_surrogate')
+  ) {
     return invalidArgument(
       field,
       'input holds an unpaired UTF-16 surrogate (a \\uD800–\\uDFFF escape without its pair), ' +
@@ -81,9 +84,6 @@ function holdsInfinity(value: Json): boolean {
 
 /** A `\uD800`–`\uDFFF` escape in JSON text (or an escaped backslash before such text). */
 const SURROGATE_ESCAPE = /\\u[dD][89a-fA-F]/;
-
-/** A high surrogate not followed by a low one, or a low surrogate not preceded by a high one. */
-const UNPAIRED_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
 
 /** Whether `test` holds for a string of `value`, or for a key of one of its objects. */
 function someString(value: Json, test: (text: string) => boolean): boolean {
