@@ -421,6 +421,14 @@ describe('lifecycle requests the table does not allow', () => {
     assert.equal((await client.getTask(task.task_id)).task.status, 'TASK_STATUS_WAITING_APPROVAL');
   });
 
+  it('refuses a cancel reason that is too long, naming the field', async () => {
+    const { task } = await client.createTask(request({}));
+    await fx.expectNoEffect(async () => {
+      await expectInvalidField(client.cancelTask(task.task_id, 'x'.repeat(4_001)), 'reason');
+    });
+    assert.equal((await client.getTask(task.task_id)).task.status, 'TASK_STATUS_QUEUED');
+  });
+
   it('refuses an approval comment that is too long, naming the field', async () => {
     const { task } = await client.createTask(request({}));
     await fx.expectNoEffect(async () => {

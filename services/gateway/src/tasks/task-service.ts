@@ -91,8 +91,8 @@ export interface TaskServiceDeps {
   readonly urgentClaim?: { readonly js: JetStreamClient; readonly admission: AdmissionSettings };
 }
 
-/** Longest accepted approval comment. */
-export const MAX_COMMENT_LENGTH = 4_000;
+/** Longest accepted free text of a person's request: a cancel's reason, an approval's comment. */
+export const MAX_REQUEST_TEXT_LENGTH = 4_000;
 
 /** Page size of `ListTasks` when the caller gives none, and the most it may ask for. */
 export const DEFAULT_PAGE_SIZE = 50;
@@ -258,7 +258,7 @@ export function createTaskService(deps: TaskServiceDeps): Partial<TaskServiceHan
       const { tenantId } = await reads.authenticate(call.metadata);
       const { task_id: taskId, reason } = call.request;
       checkTaskId(taskId);
-      checkStorableText('reason', reason);
+      checkRequestText('reason', reason);
       // Not counted here: a cancel of a running task only requests it. sluice_cancellations_total
       // counts tasks that became cancelled, from their events (the scheduler's task-metrics.ts).
       return inTaskTrace(tenantId, taskId, 'cancel', () =>
@@ -293,13 +293,7 @@ export function createTaskService(deps: TaskServiceDeps): Partial<TaskServiceHan
       const { tenantId } = await reads.authenticate(call.metadata);
       const { task_id: taskId, approved, comment } = call.request;
       checkTaskId(taskId);
-      if (comment.length > MAX_COMMENT_LENGTH) {
-        throw invalidArgument(
-          'comment',
-          `comment must be at most ${MAX_COMMENT_LENGTH} characters`,
-        );
-      }
-      checkStorableText('comment', comment);
+      checkRequestText('comment', comment);
       return inTaskTrace(tenantId, taskId, approved ? 'approve' : 'reject', () =>
         decideApproval(deps.db, { tenantId, taskId }, { approved, comment }),
       );
@@ -328,10 +322,14 @@ function checkTaskId(taskId: string): void {
 }
 
 /**
- * Refuses free text a task's event records that Postgres cannot store: U+0000 (NUL), which `jsonb`
+ * Refuses free text a task's event records (a cancel's reason, an approval's comment) that is longer
+ * than {@link MAX_REQUEST_TEXT_LENGTH} or that Postgres cannot store: U+0000 (NUL), which `jsonb`
  * refuses (valid UTF-8 on the wire, so it arrives; the write then failed, answering `INTERNAL`).
  */
-function checkStorableText(field: string, text: string): void {
+function checkRequestText(field: string, text: string): void {
+  if (text.length > MAX_REQUEST_TEXT_LENGTH) {
+    throw invalidArgument(field, `${field} must be at most ${MAX_REQUEST_TEXT_LENGTH} characters`);
+  }
   if (text.includes('\u0000')) {
     throw invalidArgument(
       field,
