@@ -524,6 +524,43 @@ describe('the urgent reserve', () => {
     await finish(more);
   });
 
+  it('admits P0 into the reserve behind aged steps of its own tenant that the reserve keeps out', async () => {
+    const resource = 'gov:urgent-same-tenant';
+    await setResourceLimit(handle.db, resource, 10);
+    const reserved = { ...settings, urgentReserve: 0.2 };
+    // Aged to P0's level and older than it, these come first in the order, but not into the reserve.
+    const p3 = await makeSteps(resource, 'acme', 3, 12, 100_000);
+    assert.equal((await claim(20, reserved)).length, 8, '10 − ⌊10 × 0.2⌋ = 8');
+    const p0 = await makeSteps(resource, 'acme', 0, 1);
+    assert.deepEqual(
+      (await claim(20, reserved)).map((c) => c.id),
+      p0,
+      'the P0 step takes a slot of the reserve',
+    );
+    // The same under the guard's cap, and for a priority kept out of a throttle's reserve.
+    await finish([...p3, ...p0]);
+    const more = await makeSteps(resource, 'acme', 3, 12, 100_000);
+    const capped = { ...settings, lowerPriorityCaps: { [resource]: 4 } };
+    assert.equal((await claim(20, capped)).length, 4, 'P3 up to the cap');
+    const urgent = await makeSteps(resource, 'acme', 0, 1);
+    assert.deepEqual(
+      (await claim(20, capped)).map((c) => c.id),
+      urgent,
+      'the P0 step takes a slot above the cap',
+    );
+    await finish([...more, ...urgent]);
+    const throttled = await makeSteps(resource, 'acme', 3, 12, 2 * settings.agingMs + 1_000);
+    const throttle = { ...settings, throttledPriorities: [3] as const, throttleReserve: 0.3 };
+    assert.equal((await claim(20, throttle)).length, 7, '10 − ⌈10 × 0.3⌉ = 7');
+    const p1 = await makeSteps(resource, 'acme', 1, 1);
+    assert.deepEqual(
+      (await claim(20, throttle)).map((c) => c.id),
+      p1,
+      'the P1 step takes a slot of the throttle’s reserve',
+    );
+    await finish([...throttled, ...p1]);
+  });
+
   it('widens to everything above the urgent-wait guard’s cap, for the capped resource only', async () => {
     const resource = 'gov:guarded';
     await setResourceLimit(handle.db, resource, 10);

@@ -272,10 +272,11 @@ export function claimReadyStepsStatement(
           throttled.map((priority) => sql`${priority}::smallint`),
           sql`, `,
         )}) then least(ceil(x.max_in_flight * ${reserve}::numeric), x.max_in_flight - 1) else 0 end`;
-  const outsideReserves =
+  // Slots a step must leave free after it (0: it may take every slot of the room).
+  const keptFree =
     throttled.length === 0 && urgent === 0 && !hasLowerPriorityCaps(admission)
-      ? sql`true`
-      : sql`x.resource_rank <= x.room - greatest(${urgentSlots}, ${throttleSlots})`;
+      ? sql`0`
+      : sql`greatest(${urgentSlots}, ${throttleSlots})`;
   const effective =
     admission.agingMs > 0
       ? sql`greatest(0, s.priority - floor(extract(epoch from now() - s.due_at) * 1000 / ${admission.agingMs}::numeric)::int)`
@@ -388,18 +389,31 @@ export function claimReadyStepsStatement(
       from positioned p
       where p.cap is null or p.position <= p.cap
     ),
-    admitted as (
-      select o.*, room.room, room.max_in_flight, room.urgent_in_flight
-      from ordered o
-      join room on room.resource = o.resource
-      where o.resource_rank <= room.room
+    reserved as (
+      select x.*, ${keptFree} as kept_free
+      from (
+        select o.*, room.room, room.max_in_flight, room.urgent_in_flight
+        from ordered o
+        join room on room.resource = o.resource
+      ) x
+    ),
+    -- The steps before each that a reserve keeps out: they take none of the room.
+    passed as (
+      select r.*, count(*) filter (
+          where r.kept_free > 0 and r.resource_rank > r.room - r.kept_free
+        ) over (partition by r.resource order by r.resource_rank) as passed_over
+      from reserved r
     ),
     -- P1–P3, and a throttled priority, are admitted only below the resource's reserve: the rank
-    -- counts every more urgent step before it, so the reserve stays free for them.
+    -- counts every more urgent step before it, so the reserve stays free for them. A step that may
+    -- take the reserve (P0; a priority not throttled) counts only the steps before it that are not
+    -- kept out: aged steps of a reserve's priorities before it (aging lifts them to its level, and
+    -- the older go first) would otherwise leave the reserve empty and it waiting behind them.
     chosen as (
       select x.id
-      from admitted x
-      where ${outsideReserves}
+      from passed x
+      where case when x.kept_free > 0 then x.resource_rank <= x.room - x.kept_free
+                 else x.resource_rank - x.passed_over <= x.room end
       order by x.effective, (x.position <= x.floor) desc, x.position - x.floor, x.due_at, x.id
       limit ${limit}
     ),
