@@ -674,4 +674,23 @@ describe('aging and fairness', () => {
     );
     await finish([...flood, ...fresh]);
   });
+
+  it('does not lift a class by the backlog of a tenant its cap keeps out', async () => {
+    const resource = 'aging:capped';
+    await setResourceLimit(handle.db, resource, 3);
+    await setTenantLimit(handle.db, { tenantId: 'acme', resource, floor: 0, cap: 1 });
+    const running = await makeSteps(resource, 'acme', 3, 1);
+    assert.equal((await claim(10)).length, 1);
+    // Old because acme is at its cap, not because P3 waits for more urgent work.
+    const capped = await makeSteps(resource, 'acme', 3, 4, 5 * settings.agingMs);
+    const p3 = await makeSteps(resource, 'globex', 3, 3);
+    const p1 = await makeSteps(resource, 'globex', 1, 2, 1_000);
+    assert.deepEqual(
+      (await claim(10)).map((c) => c.id),
+      p1,
+      'P1 before fresh P3 of another tenant',
+    );
+    await clearTenantLimit(handle.db, 'acme', resource);
+    await finish([...running, ...capped, ...p3, ...p1]);
+  });
 });

@@ -367,10 +367,17 @@ export function claimReadyStepsStatement(
     ),
     -- Aging lifts a whole priority class of a resource (to the level of its oldest ready step), not
     -- single steps: within a class, tenants keep sharing by floor and share however old their
-    -- backlogs are, so a tenant's older flood cannot outrank another tenant's newer work.
+    -- backlogs are, so a tenant's older flood cannot outrank another tenant's newer work. Steps of
+    -- a tenant at its cap do not count: they waited for their tenant's slots, not for more urgent
+    -- work, and counted, a capped tenant's backlog lifted the class over more urgent priorities
+    -- for every other tenant.
     classed as (
-      select r.*, min(r.effective) over (partition by r.resource, r.priority) as class_effective
+      select r.*, coalesce(
+          min(r.effective) filter (where sh.cap is null or sh.in_flight < sh.cap)
+            over (partition by r.resource, r.priority),
+          r.effective) as class_effective
       from ready r
+      join share sh on sh.resource = r.resource and sh.tenant_id = r.tenant_id
     ),
     positioned as (
       select c.id, c.resource, c.priority, c.due_at, c.class_effective as effective,
