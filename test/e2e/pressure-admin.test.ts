@@ -452,6 +452,7 @@ describe('bad input', () => {
     ['a limit of 0', { kind: 'OVERRIDE_KIND_LIMIT', value: '0' }, 'value'],
     ['an empty reason', { reason: ' ' }, 'reason'],
     ['a reason of 501 characters', { reason: 'x'.repeat(501) }, 'reason'],
+    ['a reason holding U+0000', { reason: 'drill\u0000' }, 'reason'],
     ['a zero ttl', { ttlMs: 0 }, 'ttl'],
     ['a negative ttl', { ttlMs: -60_000 }, 'ttl'],
     ['a ttl over a year', { ttlMs: 400 * 24 * 3_600_000 }, 'ttl'],

@@ -142,6 +142,8 @@ describe('addOverride', () => {
       [{ kind: 'limit', value: '1.5' }, 'value'],
       [{ kind: 'limit', value: '1000000000' }, 'value'],
       [{ reason: '   ' }, 'reason'],
+      [{ reason: 'why\u0000' }, 'reason'],
+      [{ reason: 'half an emoji \uD83D' }, 'reason'],
       [{ expiresAt: new Date(Date.now() - 1_000) }, 'expires_at'],
       [{ expiresAt: new Date(Number.NaN) }, 'expires_at'],
     ];

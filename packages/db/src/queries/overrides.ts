@@ -9,7 +9,7 @@
  * the record of who overrode what, and why.
  */
 import { sql } from 'drizzle-orm';
-import { SluiceError, resourceProblem } from '@sluice/core';
+import { SluiceError, resourceProblem, unstorableCharacter } from '@sluice/core';
 import type { Executor } from '../client.js';
 import type { GovernorOverrideKind } from '../schema.js';
 
@@ -86,6 +86,12 @@ export function validateOverride(override: NewOverride): void {
   }
   if (typeof reason !== 'string' || reason.trim().length === 0) {
     throw invalid('an override needs a reason', 'reason');
+  }
+  // Valid on the wire, but a `text` column cannot hold U+0000: the insert failed (INTERNAL).
+  const unstorable = unstorableCharacter(reason);
+  if (unstorable !== undefined) {
+    const what = unstorable === 'nul' ? 'the character U+0000 (NUL)' : 'an unpaired surrogate';
+    throw invalid(`reason holds ${what}, which cannot be stored; remove or replace it`, 'reason');
   }
   if (expiresAt !== undefined && expiresAt !== null) {
     if (!(expiresAt instanceof Date) || Number.isNaN(expiresAt.getTime())) {
