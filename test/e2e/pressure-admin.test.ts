@@ -285,6 +285,26 @@ describe('overrides', () => {
     assert.deepEqual(overrides, [override]);
   });
 
+  it('SetOverride takes a ttl of a few milliseconds: the expiry counts from the write', async () => {
+    // The gateway's clock before the write and the write's own time are apart by the call's work.
+    for (let round = 0; round < 3; round++) {
+      for (let ttlMs = 1; ttlMs <= 10; ttlMs++) {
+        const { override } = await admin.setOverride({
+          kind: 'OVERRIDE_KIND_BREAKER',
+          target: 'tool:short',
+          value: 'open',
+          reason: `ttl ${ttlMs} ms`,
+          ttlMs,
+        });
+        assert.ok(override.create_time !== null && override.expire_time !== null);
+        const lasts =
+          fromTimestamp(override.expire_time).getTime() -
+          fromTimestamp(override.create_time).getTime();
+        assert.ok(lasts >= ttlMs - 1 && lasts <= ttlMs + 1, `ttl ${ttlMs} ms lasts ${lasts} ms`);
+      }
+    }
+  });
+
   it('sluice pressure override sets one through the CLI, replacing the previous of that target', async () => {
     const first = await sluice([
       'pressure',

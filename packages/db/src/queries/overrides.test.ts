@@ -146,6 +146,10 @@ describe('addOverride', () => {
       [{ reason: 'half an emoji \uD83D' }, 'reason'],
       [{ expiresAt: new Date(Date.now() - 1_000) }, 'expires_at'],
       [{ expiresAt: new Date(Number.NaN) }, 'expires_at'],
+      [{ ttlMs: 0 }, 'ttl'],
+      [{ ttlMs: -5 }, 'ttl'],
+      [{ ttlMs: Number.NaN }, 'ttl'],
+      [{ ttlMs: 60_000, expiresAt: inAnHour() }, 'ttl'],
     ];
     for (const [change, field] of cases) {
       await assert.rejects(
@@ -195,6 +199,25 @@ describe('addOverride', () => {
       `),
       (error) => String((error as { cause?: unknown }).cause ?? error).includes('unique'),
     );
+  });
+});
+
+describe('a ttl', () => {
+  it('counts from the write: even a microsecond ends after the override was created', async () => {
+    for (const ttlMs of [0.001, 1, 2, 60_000]) {
+      const added = await addOverride(handle.db, {
+        kind: 'breaker',
+        target: 'tool:x',
+        value: 'open',
+        reason: 'r',
+        ttlMs,
+      });
+      const [row] = await handle.db.execute<{ lasts_us: string }>(sql`
+        select ((extract(epoch from expires_at) - extract(epoch from created_at)) * 1000000)::bigint::text as lasts_us
+        from governor_overrides where id = ${added.id}::bigint
+      `);
+      assert.equal(Number(row?.lasts_us), ttlMs * 1_000, `ttl ${ttlMs} ms`);
+    }
   });
 });
 

@@ -43,6 +43,11 @@ export interface NewOverride {
   readonly value: string;
   readonly reason: string;
   readonly expiresAt?: Date | null;
+  /**
+   * How long it applies, in milliseconds from its write (instead of `expiresAt`): the expiry is
+   * reckoned from the insert's own time, so a short one cannot end before it was stored.
+   */
+  readonly ttlMs?: number;
 }
 
 function invalid(message: string, field: string): SluiceError {
@@ -53,10 +58,10 @@ function invalid(message: string, field: string): SluiceError {
  * Checks an override before it is stored (the table's check constraints repeat the essentials).
  *
  * @throws SluiceError `invalid_argument` naming the field at fault (`kind`, `target`, `value`,
- *   `reason`, `expires_at`).
+ *   `reason`, `expires_at`, `ttl`).
  */
 export function validateOverride(override: NewOverride): void {
-  const { kind, target, value, reason, expiresAt } = override;
+  const { kind, target, value, reason, expiresAt, ttlMs } = override;
   switch (kind) {
     case 'breaker':
     case 'limit': {
@@ -101,6 +106,15 @@ export function validateOverride(override: NewOverride): void {
       throw invalid('expires_at must be in the future', 'expires_at');
     }
   }
+  if (ttlMs !== undefined) {
+    if (expiresAt !== undefined && expiresAt !== null) {
+      throw invalid('give expires_at or ttl, not both', 'ttl');
+    }
+    // At least a microsecond: the column's resolution, so the expiry comes after the write.
+    if (typeof ttlMs !== 'number' || !Number.isFinite(ttlMs) || ttlMs < 0.001) {
+      throw invalid('ttl must be positive', 'ttl');
+    }
+  }
 }
 
 interface OverrideRow extends Record<string, unknown> {
@@ -139,7 +153,13 @@ export async function addOverride(executor: Executor, override: NewOverride): Pr
   validateOverride(override);
   const { kind, target, value, reason } = override;
   // An ISO string: drizzle's postgres-js driver passes Date parameters through unserialised.
-  const expiresAt = override.expiresAt ? override.expiresAt.toISOString() : null;
+  // A ttl counts from the insert's now(), which is also its created_at: the expiry is later (a
+  // time reckoned on the caller's clock before the write could fall at or before created_at,
+  // which the table's check refuses).
+  const expiresAt =
+    override.ttlMs !== undefined
+      ? sql`now() + ${override.ttlMs}::double precision * interval '1 millisecond'`
+      : sql`${override.expiresAt ? override.expiresAt.toISOString() : null}::timestamptz`;
   return executor.transaction(async (tx) => {
     await tx.execute(sql`
       select pg_advisory_xact_lock(${OVERRIDE_LOCK_NAMESPACE}::int, hashtext(${`${kind}:${target}`}))
@@ -150,7 +170,7 @@ export async function addOverride(executor: Executor, override: NewOverride): Pr
     `);
     const rows = await tx.execute<OverrideRow>(sql`
       insert into governor_overrides (kind, target, value, reason, expires_at)
-      values (${kind}, ${target}, ${value}, ${reason}, ${expiresAt}::timestamptz)
+      values (${kind}, ${target}, ${value}, ${reason}, ${expiresAt})
       returning ${OVERRIDE_COLUMNS}
     `);
     const row = rows[0];

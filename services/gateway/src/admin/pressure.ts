@@ -132,7 +132,7 @@ export function createPressureHandlers(deps: PressureDeps): PressureHandlers {
           `reason must be at most ${MAX_OVERRIDE_REASON_LENGTH} characters`,
         );
       }
-      const expiresAt = expiryOf(request.ttl, now());
+      const ttlMs = ttlOf(request.ttl);
       let created: StoredOverride;
       try {
         created = await addOverride(db, {
@@ -140,7 +140,7 @@ export function createPressureHandlers(deps: PressureDeps): PressureHandlers {
           target: request.target,
           value: request.value,
           reason: request.reason,
-          expiresAt,
+          ...(ttlMs === undefined ? {} : { ttlMs }),
         });
       } catch (error) {
         throw asInvalidArgument(error);
@@ -199,9 +199,14 @@ async function readDecision(
   }
 }
 
-/** When an override set now with `ttl` expires; `null` without one. */
-function expiryOf(ttl: Duration | null, nowMs: number): Date | null {
-  if (ttl === null) return null;
+/**
+ * How long an override lasts in milliseconds, `undefined` without a `ttl`. Its expiry is reckoned
+ * by the write from its own time: one reckoned here, before the write, made a ttl of a few
+ * milliseconds end at or before the override's creation (the table's check failed: INTERNAL), or
+ * be refused as already past.
+ */
+function ttlOf(ttl: Duration | null): number | undefined {
+  if (ttl === null) return undefined;
   const ms = fromDuration(ttl);
   if (!Number.isFinite(ms) || ms <= 0 || ttl.nanos < 0) {
     throw invalidArgument('ttl', 'ttl must be positive');
@@ -209,7 +214,7 @@ function expiryOf(ttl: Duration | null, nowMs: number): Date | null {
   if (ms > MAX_OVERRIDE_TTL_MS) {
     throw invalidArgument('ttl', 'ttl must be at most 365 days; set no ttl to last until cleared');
   }
-  return new Date(nowMs + ms);
+  return ms;
 }
 
 /** `INVALID_ARGUMENT` naming the request field of a validation error; anything else unchanged. */
@@ -217,9 +222,7 @@ function asInvalidArgument(error: unknown): unknown {
   if (!isSluiceError(error, SluiceErrorCode.InvalidArgument) || error.field === undefined) {
     return error;
   }
-  // The stored `expires_at` comes from the request's `ttl`.
-  const field = error.field === 'expires_at' ? 'ttl' : error.field;
-  return invalidArgument(field, error.message);
+  return invalidArgument(error.field, error.message);
 }
 
 const OVERRIDE_KINDS: Readonly<Record<GovernorOverrideKind, OverrideKind>> = {
