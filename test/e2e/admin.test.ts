@@ -8,11 +8,14 @@
  *   it is refused on its very next call;
  * - bad input is INVALID_ARGUMENT naming the field, missing things NOT_FOUND, a second revocation
  *   FAILED_PRECONDITION, all with nothing written;
- * - secrets appear once, in CreateApiKey's answer: never in ListApiKeys, never in the logs.
+ * - secrets appear once, in CreateApiKey's answer: never in ListApiKeys, never in the logs;
+ * - a redrive racing a RetryTask of its task, or a redrive of another letter of it, is answered
+ *   (one retries the task, the other is refused), never INTERNAL.
  */
 import assert from 'node:assert/strict';
 import { randomBytes, randomUUID } from 'node:crypto';
 import { PassThrough } from 'node:stream';
+import { setTimeout as delay } from 'node:timers/promises';
 import { after, before, describe, it } from 'node:test';
 import * as grpc from '@grpc/grpc-js';
 import * as protoLoader from '@grpc/proto-loader';
@@ -26,10 +29,11 @@ import {
   type CreateTenantResponse,
   type ListApiKeysResponse,
   type ListTenantsResponse,
+  type RedriveDeadLettersResponse,
   type RevokeApiKeyResponse,
   type Task,
 } from '@sluice/api';
-import { createApiKey, createTenant } from '@sluice/db';
+import { createApiKey, createTenant, insertDeadLetter } from '@sluice/db';
 import { createLogger } from '@sluice/telemetry';
 import {
   authorization,
@@ -463,6 +467,117 @@ describe('bad requests from an admin change nothing', () => {
       });
     });
   }
+});
+
+describe('a redrive racing a retry of its task', () => {
+  /** A FAILED_TERMINAL task of `acme` with `letters` open dead letters of its step. */
+  async function deadLetteredTask(letters: number): Promise<{ taskId: string; ids: string[] }> {
+    const { task } = await fx.client(tenantKey).createTask({
+      type: TYPE,
+      priority: 'PRIORITY_P2',
+      input: INPUT,
+    });
+    const taskId = task.task_id;
+    await fx.database.sql`
+      update tasks set status = 'failed_terminal', finished_at = now() where id = ${taskId}`;
+    await fx.database.sql`update task_steps set status = 'failed' where task_id = ${taskId}`;
+    const ids: string[] = [];
+    for (let i = 0; i < letters; i++) {
+      ids.push(
+        await insertDeadLetter(fx.database.db, {
+          taskId,
+          tenantId: 'acme',
+          step: 'outline',
+          stepSeq: 1,
+          reason: 'attempts_exhausted',
+          error: { errorClass: 'external_5xx', message: 'HTTP 503', retryable: true },
+          attempts: 3,
+        }),
+      );
+    }
+    return { taskId, ids };
+  }
+
+  /** Waits until `count` sessions of the database wait for a lock. */
+  async function lockWaiters(count: number): Promise<void> {
+    const deadline = Date.now() + 10_000;
+    for (;;) {
+      const [row] = await fx.database.sql<[{ n: number }]>`
+        select count(*)::int as n from pg_stat_activity
+        where datname = current_database() and wait_event_type = 'Lock'`;
+      if (row.n >= count) return;
+      assert.ok(Date.now() < deadline, `${count} sessions never waited for a lock`);
+      await delay(10);
+    }
+  }
+
+  /**
+   * Starts `first`, then `second`, each once the one before waits for the task's row (held here),
+   * then lets them go in that order; settles both.
+   */
+  async function inOrderBehindTask(
+    taskId: string,
+    first: () => Promise<unknown>,
+    second: () => Promise<unknown>,
+  ): Promise<PromiseSettledResult<unknown>[]> {
+    let calls: Promise<PromiseSettledResult<unknown>[]> | undefined;
+    await fx.database.sql.begin(async (sql) => {
+      await sql`select 1 from tasks where id = ${taskId} for update`;
+      const a = first();
+      await lockWaiters(1);
+      const b = second();
+      await lockWaiters(2);
+      calls = Promise.allSettled([a, b]);
+    });
+    assert.ok(calls);
+    return calls;
+  }
+
+  function redrive(ids: string[]): Promise<RedriveDeadLettersResponse> {
+    return asAdmin<RedriveDeadLettersResponse>('RedriveDeadLetters', { dead_letter_ids: ids });
+  }
+
+  it('a RetryTask first: the redrive is refused as already redriven', async () => {
+    const { taskId, ids } = await deadLetteredTask(1);
+    const [retried, redriven] = await inOrderBehindTask(
+      taskId,
+      () => fx.client(tenantKey).retryTask(taskId),
+      () => redrive(ids),
+    );
+    assert.equal(retried?.status, 'fulfilled', 'RetryTask retried the task');
+    assert.deepEqual(redriven, {
+      status: 'fulfilled',
+      value: {
+        results: [
+          { dead_letter_id: ids[0], task_id: taskId, redriven: false, reason: 'already redriven' },
+        ],
+      },
+    });
+  });
+
+  it('two letters of one task redriven at once: one retries it, the other is refused', async () => {
+    const { taskId, ids } = await deadLetteredTask(2);
+    const [a, b] = ids as [string, string];
+    const [first, second] = await inOrderBehindTask(
+      taskId,
+      () => redrive([a]),
+      () => redrive([b]),
+    );
+    assert.deepEqual(first, {
+      status: 'fulfilled',
+      value: { results: [{ dead_letter_id: a, task_id: taskId, redriven: true, reason: '' }] },
+    });
+    assert.deepEqual(second, {
+      status: 'fulfilled',
+      value: {
+        results: [
+          { dead_letter_id: b, task_id: taskId, redriven: false, reason: 'already redriven' },
+        ],
+      },
+    });
+    const { task } = await fx.client(tenantKey).getTask(taskId);
+    assert.equal(task.attempt, 2, 'retried once');
+  });
 });
 
 describe('secrets', () => {

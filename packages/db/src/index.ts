@@ -207,6 +207,7 @@ export type { UsualStart } from './queries/step-start.js';
 export type { RecordedApproval, StepProgress } from './queries/step-context.js';
 export {
   deadLettersOfTask,
+  findDeadLetter,
   insertDeadLetter,
   listDeadLetters,
   lockDeadLetter,

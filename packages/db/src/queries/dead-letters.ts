@@ -103,7 +103,19 @@ export async function deadLettersOfTask(
     .orderBy(asc(deadLetters.createdAt), asc(deadLetters.id));
 }
 
-/** Locks one dead letter for a redrive; `undefined` when there is none with this id. */
+/** One dead letter, without a lock; `undefined` when there is none with this id. */
+export async function findDeadLetter(
+  executor: Executor,
+  id: string,
+): Promise<DeadLetterRecord | undefined> {
+  const [row] = await executor.select().from(deadLetters).where(eq(deadLetters.id, id));
+  return row;
+}
+
+/**
+ * Locks one dead letter for a redrive; `undefined` when there is none with this id. Lock its task
+ * first: a retry locks the task, then marks (locks) all its letters.
+ */
 export async function lockDeadLetter(
   tx: Transaction,
   id: string,

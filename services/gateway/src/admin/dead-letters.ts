@@ -10,6 +10,7 @@ import {
   type RedriveResult,
 } from '@sluice/api';
 import {
+  findDeadLetter,
   findTask,
   listTaskEvents,
   lockDeadLetter,
@@ -66,20 +67,28 @@ export interface Redrive {
 }
 
 /**
- * Redrives one letter in one transaction: the letter is locked (two concurrent redrives of it
- * cannot both retry its task), its task retried as RetryTask does, and the letter marked. A letter
- * that cannot be redriven changes nothing and says why.
+ * Redrives one letter in one transaction: its task and the letter are locked (two concurrent
+ * redrives of it cannot both retry its task), the task retried as RetryTask does, and the letter
+ * marked. A letter that cannot be redriven changes nothing and says why.
+ *
+ * The task is locked before the letter, in the order of every retry (RetryTask locks the task,
+ * then marks all its letters): locking the letter first, a redrive waiting for the task while a
+ * RetryTask of it, or a redrive of another letter of it, waited to mark this letter was a deadlock
+ * that Postgres broke by failing one of them (INTERNAL).
  */
 export function redriveDeadLetter(db: Database, id: string): Promise<Redrive> {
   return db.transaction(async (tx) => {
-    const letter = await lockDeadLetter(tx, id);
     const refuse = (reason: string, taskId = ''): Redrive => ({
       result: { dead_letter_id: id, task_id: taskId, redriven: false, reason },
       wakeScheduler: false,
     });
+    // A letter's task never changes, so it may be read before anything is locked.
+    const seen = await findDeadLetter(tx, id);
+    if (!seen) return refuse('dead letter not found');
+    const task = await lockTask(tx, seen.taskId);
+    const letter = await lockDeadLetter(tx, id);
     if (!letter) return refuse('dead letter not found');
     if (letter.redrivenAt) return refuse('already redriven', letter.taskId);
-    const task = await lockTask(tx, letter.taskId);
     if (!task) return refuse('task not found', letter.taskId);
     if (task.status !== 'failed_terminal') {
       return refuse(`task is ${task.status}, not failed_terminal`, letter.taskId);
