@@ -578,6 +578,17 @@ describe('a redrive racing a retry of its task', () => {
     const { task } = await fx.client(tenantKey).getTask(taskId);
     assert.equal(task.attempt, 2, 'retried once');
   });
+
+  it('names each letter as requested, once, also in capitals', async () => {
+    const { taskId, ids } = await deadLetteredTask(1);
+    const [id] = ids as [string];
+    const unknown = randomUUID().toUpperCase();
+    const { results } = await redrive([id.toUpperCase(), unknown, id, unknown.toLowerCase()]);
+    assert.deepEqual(results, [
+      { dead_letter_id: id.toUpperCase(), task_id: taskId, redriven: true, reason: '' },
+      { dead_letter_id: unknown, task_id: '', redriven: false, reason: 'dead letter not found' },
+    ]);
+  });
 });
 
 describe('secrets', () => {

@@ -201,8 +201,9 @@ export function createAdminService(deps: AdminServiceDeps): AdminServiceHandlers
       let wake = false;
       try {
         for (const id of ids) {
-          const redrive = await redriveDeadLetter(db, id);
-          results.push(redrive.result);
+          // Stored (and named in the retry's event) as Postgres prints it; answered as requested.
+          const redrive = await redriveDeadLetter(db, id.toLowerCase());
+          results.push({ ...redrive.result, dead_letter_id: id });
           wake ||= redrive.wakeScheduler;
         }
       } finally {
@@ -223,14 +224,20 @@ export function createAdminService(deps: AdminServiceDeps): AdminServiceHandlers
     async PurgeDeadLetters(call) {
       const caller = await authenticateAdmin(db, call.metadata);
       const ids = checkDeadLetterIds(call.request.dead_letter_ids);
-      const purged = await purgeDeadLetters(db, ids);
+      const purged = await purgeDeadLetters(
+        db,
+        ids.map((id) => id.toLowerCase()),
+      );
       log.info({ purged, by_tenant: caller.tenantId }, 'dead letters purged');
       return { purged_ids: purged };
     },
   };
 }
 
-/** The requested letter ids, each once; `INVALID_ARGUMENT` unless 1 to 100 UUIDs. */
+/**
+ * The requested letter ids, each once (the first spelling of ids that differ in case only, so a
+ * redrive's results name each as requested); `INVALID_ARGUMENT` unless 1 to 100 UUIDs.
+ */
 function checkDeadLetterIds(ids: readonly string[]): string[] {
   const field = 'dead_letter_ids';
   if (ids.length === 0) throw invalidArgument(field, 'dead_letter_ids must name a letter');
@@ -239,7 +246,9 @@ function checkDeadLetterIds(ids: readonly string[]): string[] {
   }
   const bad = ids.find((id) => !isUuid(id));
   if (bad !== undefined) throw invalidArgument(field, `dead letter id ${bad} is not a UUID`);
-  return [...new Set(ids.map((id) => id.toLowerCase()))];
+  const distinct = new Map<string, string>();
+  for (const id of ids) if (!distinct.has(id.toLowerCase())) distinct.set(id.toLowerCase(), id);
+  return [...distinct.values()];
 }
 
 /** Throws `INVALID_ARGUMENT` naming `tenant_id` unless it is a well-formed tenant id. */
