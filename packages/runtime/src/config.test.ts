@@ -35,6 +35,23 @@ describe('loadEnvConfig', () => {
     }
   });
 
+  it('takes NATS_URL as one server or several, comma-separated, as docs/operations.md says', () => {
+    for (const value of [
+      'nats://a:4222,nats://b:4222',
+      'nats://127.0.0.1:4222, tls://127.0.0.2:4223',
+      'nats://user:pass@a:4222,nats://user:pass@b:4222,',
+    ]) {
+      assert.equal(loadEnvConfig(COMMON_ENV, { NATS_URL: value }).NATS_URL, value);
+    }
+    for (const value of ['nats://a:4222,http://b:4222', 'nats://a:4222,b c', ',']) {
+      assert.throws(
+        () => loadEnvConfig(COMMON_ENV, { NATS_URL: value }),
+        (error: unknown) => error instanceof ConfigError && error.variable === 'NATS_URL',
+        value,
+      );
+    }
+  });
+
   it('parses whole numbers within bounds', () => {
     assert.deepEqual(loadEnvConfig({ N: intVar(5, 1, 10) }, { N: ' 7 ' }), { N: 7 });
     assert.deepEqual(loadEnvConfig({ N: intVar(5, 1, 10) }, {}), { N: 5 });

@@ -60,6 +60,32 @@ export function urlVar(protocols: readonly string[], fallback?: string) {
   return fallback === undefined ? schema : schema.default(fallback);
 }
 
+/**
+ * One or more URLs with one of the given protocols, separated by commas (`NATS_URL`: the members of
+ * a cluster, `nats://a:4222,nats://b:4222`); the text is kept as given, for the client to split.
+ */
+export function urlListVar(protocols: readonly string[], fallback: string) {
+  const accepted = (value: string) => {
+    try {
+      return protocols.includes(new URL(value).protocol);
+    } catch {
+      return false;
+    }
+  };
+  return z
+    .string()
+    .default(fallback)
+    .refine(
+      (value) => {
+        const urls = value.split(',').map((url) => url.trim());
+        return urls.some((url) => url !== '') && urls.every((url) => url === '' || accepted(url));
+      },
+      {
+        message: `must be a URL with protocol ${protocols.join(' or ')}, or several separated by commas`,
+      },
+    );
+}
+
 /** A whole number in [min, max], given as decimal text. */
 export function intVar(fallback: number, min: number, max: number) {
   return z
@@ -188,7 +214,8 @@ export function poolSizeVar(fallback: number) {
 
 /** The variables every service reads. */
 export const COMMON_ENV = {
-  NATS_URL: urlVar(['nats:', 'tls:', 'ws:', 'wss:'], 'nats://127.0.0.1:4222'),
+  /** One server or several, comma-separated (every member of a cluster). */
+  NATS_URL: urlListVar(['nats:', 'tls:', 'ws:', 'wss:'], 'nats://127.0.0.1:4222'),
   DATABASE_URL: urlVar(['postgres:', 'postgresql:'], 'postgres://postgres@127.0.0.1:5432/sluice'),
   SLUICE_PREFIX: prefixVar(),
   SLUICE_LOG_LEVEL: enumVar(LOG_LEVELS, 'info'),

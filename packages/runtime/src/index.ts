@@ -23,6 +23,7 @@ export {
   poolSizeVar,
   prefixVar,
   stringVar,
+  urlListVar,
   urlVar,
   URGENT_RESERVE_ENV,
   ADMISSION_ENV,
