@@ -25,6 +25,7 @@ describe('traceExportConfigFromEnv', () => {
     assert.deepEqual(config({}), {
       disabled: false,
       serviceName: 'sluice-test',
+      resourceAttributes: {},
       exporters: [],
       sampler: 'parentbased_always_on',
       samplerRatio: 1,
@@ -321,6 +322,33 @@ describe('startTracing with OTLP/HTTP export to a loopback receiver', () => {
     } finally {
       await tracing.shutdown();
     }
+  });
+
+  it('adds the attributes of OTEL_RESOURCE_ATTRIBUTES to the resource (deploy/compose.yaml sets them)', async () => {
+    const memory = new InMemorySpanExporter();
+    const tracing = startTracing({
+      serviceName: 'sluice-test',
+      env: {
+        OTEL_RESOURCE_ATTRIBUTES:
+          'service.namespace=sluice, deployment.environment=compose,team=a%20b,service.name=other',
+        OTEL_SERVICE_NAME: 'renamed-by-env',
+      },
+      spanProcessors: [new SimpleSpanProcessor(memory)],
+    });
+    try {
+      await withSpan(tracing.tracer('test'), 'attributed', {}, () => undefined);
+      const [span] = memory.getFinishedSpans();
+      assert.equal(span?.resource.attributes['service.namespace'], 'sluice');
+      assert.equal(span?.resource.attributes['deployment.environment'], 'compose');
+      assert.equal(span?.resource.attributes['team'], 'a b');
+      // OTEL_SERVICE_NAME wins over a service.name among the attributes, as the specification says.
+      assert.equal(span?.resource.attributes['service.name'], 'renamed-by-env');
+    } finally {
+      await tracing.shutdown();
+    }
+    const named = config({ OTEL_RESOURCE_ATTRIBUTES: 'service.name=from-attributes' });
+    assert.equal(named.serviceName, 'from-attributes');
+    assert.deepEqual(named.resourceAttributes, {});
   });
 
   it('samples by OTEL_TRACES_SAMPLER', async () => {

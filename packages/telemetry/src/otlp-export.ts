@@ -59,8 +59,16 @@ export type SamplerName = (typeof SAMPLER_NAMES)[number];
 export interface TraceExportConfig {
   /** `OTEL_SDK_DISABLED=true`: no SDK at all; spans are no-ops and carry no ids. */
   readonly disabled: boolean;
-  /** `OTEL_SERVICE_NAME`, else the service's own default. */
+  /**
+   * `OTEL_SERVICE_NAME`, else `service.name` of `OTEL_RESOURCE_ATTRIBUTES`, else the service's own
+   * default.
+   */
   readonly serviceName: string;
+  /**
+   * The resource attributes `OTEL_RESOURCE_ATTRIBUTES` sets (`service.namespace=sluice,…`), added
+   * to the resource of every span; `service.name` is {@link TraceExportConfig.serviceName}.
+   */
+  readonly resourceAttributes: Readonly<Record<string, string>>;
   /** Where spans go; empty: nowhere (the default without an endpoint). */
   readonly exporters: readonly TraceExporterConfig[];
   readonly sampler: SamplerName;
@@ -86,7 +94,9 @@ const DEFAULT_ENDPOINT: Record<OtlpProtocol, string> = {
  * Reads the tracing configuration from `env`:
  *
  * - `OTEL_SDK_DISABLED=true` turns tracing off altogether.
- * - `OTEL_SERVICE_NAME` overrides `defaultServiceName`.
+ * - `OTEL_SERVICE_NAME` overrides `defaultServiceName` (as does a `service.name` in
+ *   `OTEL_RESOURCE_ATTRIBUTES`, `key=value,…` with URL-encoded values, whose other attributes are
+ *   added to the resource).
  * - `OTEL_TRACES_EXPORTER`: a comma-separated list of `otlp`, `console`, `none`. Unset, it is
  *   `otlp` when an endpoint variable is set and `none` otherwise.
  * - `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` (used as is) or `OTEL_EXPORTER_OTLP_ENDPOINT` (HTTP appends
@@ -104,9 +114,14 @@ export function traceExportConfigFromEnv(
   defaultServiceName: string,
 ): TraceExportConfig {
   const sampler = samplerOf(env);
+  const { 'service.name': namedInAttributes, ...resourceAttributes } = keyValuesOf(
+    'OTEL_RESOURCE_ATTRIBUTES',
+    text(env, 'OTEL_RESOURCE_ATTRIBUTES'),
+  );
   return {
     disabled: text(env, 'OTEL_SDK_DISABLED')?.toLowerCase() === 'true',
-    serviceName: text(env, 'OTEL_SERVICE_NAME') ?? defaultServiceName,
+    serviceName: text(env, 'OTEL_SERVICE_NAME') ?? namedInAttributes ?? defaultServiceName,
+    resourceAttributes,
     exporters: exportersOf(env),
     sampler,
     samplerRatio: ratioOf(env, sampler),
@@ -208,8 +223,11 @@ function otlpOf(env: Environment): TraceExporterConfig {
     protocol,
     url,
     headers: {
-      ...headersOf(text(env, 'OTEL_EXPORTER_OTLP_HEADERS')),
-      ...headersOf(text(env, 'OTEL_EXPORTER_OTLP_TRACES_HEADERS')),
+      ...keyValuesOf('OTEL_EXPORTER_OTLP_HEADERS', text(env, 'OTEL_EXPORTER_OTLP_HEADERS')),
+      ...keyValuesOf(
+        'OTEL_EXPORTER_OTLP_TRACES_HEADERS',
+        text(env, 'OTEL_EXPORTER_OTLP_TRACES_HEADERS'),
+      ),
     },
   };
 }
@@ -223,20 +241,23 @@ function protocolOf(env: Environment): OtlpProtocol {
   return 'http/protobuf';
 }
 
-/** `key1=value1,key2=value2` (W3C baggage format, values URL-encoded); bad pairs are dropped. */
-function headersOf(value: string | undefined): Record<string, string> {
-  const headers: Record<string, string> = {};
+/**
+ * `key1=value1,key2=value2` (W3C baggage format, values URL-encoded), the form of the headers and
+ * resource attributes variables; bad pairs are dropped.
+ */
+function keyValuesOf(variable: string, value: string | undefined): Record<string, string> {
+  const pairs: Record<string, string> = {};
   for (const pair of value?.split(',') ?? []) {
     const at = pair.indexOf('=');
     if (at <= 0) continue;
     const key = pair.slice(0, at).trim();
     try {
-      headers[decodeURIComponent(key)] = decodeURIComponent(pair.slice(at + 1).trim());
+      pairs[decodeURIComponent(key)] = decodeURIComponent(pair.slice(at + 1).trim());
     } catch {
-      diag.warn(`OTEL_EXPORTER_OTLP_HEADERS: malformed header "${key}" ignored`);
+      diag.warn(`${variable}: malformed entry "${key}" ignored`);
     }
   }
-  return headers;
+  return pairs;
 }
 
 function samplerOf(env: Environment): SamplerName {

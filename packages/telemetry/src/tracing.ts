@@ -38,7 +38,7 @@ import {
 export interface TracingOptions {
   /**
    * The `service.name` resource attribute, e.g. `sluice-gateway`; how Jaeger groups the spans.
-   * `OTEL_SERVICE_NAME` overrides it.
+   * `OTEL_SERVICE_NAME` overrides it; `OTEL_RESOURCE_ATTRIBUTES` adds attributes of its own.
    */
   serviceName: string;
   /** The `service.version` resource attribute; omitted when not given. */
@@ -82,6 +82,7 @@ export function startTracing(options: TracingOptions): Tracing {
   if (config.disabled) return DISABLED;
   const provider = new NodeTracerProvider({
     resource: resourceFromAttributes({
+      ...config.resourceAttributes,
       [ATTR_SERVICE_NAME]: config.serviceName,
       ...(options.serviceVersion === undefined
         ? {}
