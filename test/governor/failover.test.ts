@@ -400,6 +400,59 @@ describe('governor fencing (in process)', () => {
     }
   });
 
+  it('withdraws the gauges only a leader reports once its lease is taken', async () => {
+    await using fx = await Fixture.create();
+    const { governor, context } = await startInProcess(fx);
+    const scrape = async () =>
+      (await fetch(`http://127.0.0.1:${governor.metricsPort}/metrics`)).text();
+    const signals = /^sluice_governor_signal\{/m;
+    let hold: NodeJS.Timeout | undefined;
+    try {
+      await waitFor('the governor to lead', () => governor.epoch(), START_DEADLINE_MS);
+      await waitFor(
+        'the leader to report its signals',
+        async () => (signals.test(await scrape()) ? true : undefined),
+        TAKEOVER_DEADLINE_MS,
+        context,
+      );
+      // Another holder takes the lease and keeps it while the standby's metrics are read.
+      const leases = await fx.bucket(fx.catalog.buckets.leases);
+      const takeLease = () =>
+        leases.put(
+          GOVERNOR_LEASE_KEY,
+          JSON.stringify({ holder: 'someone-else', acquired_at: new Date().toISOString() }),
+        );
+      await takeLease();
+      hold = setInterval(() => void takeLease().catch(() => undefined), LEASE_TTL_MS / 5);
+      await waitFor(
+        'the governor to lose the lease',
+        () => (governor.isLeader() ? undefined : true),
+        TAKEOVER_DEADLINE_MS,
+        context,
+      );
+      // A standby exporting its last readings would show them (a reject level, a backlog) beside
+      // the new leader's on every dashboard that takes the max over the replicas.
+      let scraped = '';
+      const text = await waitFor(
+        'the standby to withdraw the signals',
+        async () => {
+          scraped = await scrape();
+          return signals.test(scraped) ? undefined : scraped;
+        },
+        2_000,
+        () => `${scraped}\n${context()}`,
+      );
+      assert.match(text, /^sluice_governor_level 0$/m);
+      assert.doesNotMatch(
+        text,
+        /^sluice_(queue_depth_by_priority|resource_limit|breaker_state)\{/m,
+      );
+    } finally {
+      clearInterval(hold);
+      await governor.stop();
+    }
+  });
+
   it('stops at once when its lease is taken, and leads again with a new epoch', async () => {
     await using fx = await Fixture.create();
     const { governor, lines, context } = await startInProcess(fx);

@@ -38,7 +38,7 @@ import {
   type Tracing,
 } from '@sluice/telemetry';
 import type { GovernorConfig } from './config.js';
-import { createDecisionMaker } from './decision-maker.js';
+import { clearLeaderGauges, createDecisionMaker } from './decision-maker.js';
 import { writeDecisionFenced } from './fenced-write.js';
 import { ExecutorReports } from './signals/executor-reports.js';
 import { GOVERNOR_ROLE } from './leader-epoch.js';
@@ -160,7 +160,7 @@ export async function startGovernor(
       onAcquired: (revision) => {
         logger.debug({ lease_revision: revision }, 'governor lease won; taking a leader epoch');
         let maker: ReturnType<typeof createDecisionMaker> | undefined;
-        tenure = startTenure({
+        const current: Tenure = startTenure({
           holder,
           leaseRevision: revision,
           intervalMs: config.SLUICE_GOVERNOR_INTERVAL_MS,
@@ -188,8 +188,13 @@ export async function startGovernor(
           write: (decision) => writeDecisionFenced(buckets.governor, decision),
           announce: (decision) =>
             conn.publish(catalog.subjects.governorDecisions, encodeDecision(decision)),
+          // Unless a later tenure already leads (this one's last decision outlived the stop).
+          onEnded: () => {
+            if (tenure === undefined || tenure === current) clearLeaderGauges(metrics);
+          },
           log: logger,
         });
+        tenure = current;
       },
       onLost: async (reason) => {
         const ending = tenure;

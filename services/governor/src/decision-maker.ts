@@ -212,6 +212,20 @@ async function readSignals(
   return readings;
 }
 
+/**
+ * Withdraws what only the acting leader reports (queue depths, signals, level, breaker states,
+ * limits), once its tenure ended: a replica that lost the lease or was deposed would otherwise go
+ * on exporting its last readings beside the new leader's, and the dashboard's `max` over replicas
+ * would show them (a reject level, a backlog) until the process restarts.
+ */
+export function clearLeaderGauges(metrics: Metrics): void {
+  metrics.queueDepth.reset();
+  metrics.governorSignal.reset();
+  metrics.governorLevel.reset();
+  metrics.breakerState.reset();
+  metrics.resourceLimit.reset();
+}
+
 function recordMetrics(
   metrics: Metrics,
   decision: GovernorDecision,

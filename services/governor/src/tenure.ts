@@ -39,6 +39,11 @@ export interface TenureDeps {
   write(decision: GovernorDecision): Promise<FencedWriteOutcome>;
   /** Announces a written decision to subscribers (core NATS; fire and forget). */
   announce(decision: GovernorDecision): void;
+  /**
+   * The tenure stopped acting for good (stopped, deposed or failed) and no decision of it is still
+   * being made: e.g. to withdraw the leader's gauges, which a standby must not go on reporting.
+   */
+  onEnded?(): void;
   readonly log: Logger;
 }
 
@@ -165,9 +170,11 @@ export function startTenure(deps: TenureDeps): Tenure {
     } while (await pause(intervalMs));
   };
 
-  const running = run().catch((err: unknown) => {
-    log.error({ err }, 'governor tenure failed');
-  });
+  const running = run()
+    .catch((err: unknown) => {
+      log.error({ err }, 'governor tenure failed');
+    })
+    .finally(() => deps.onEnded?.());
 
   return {
     epoch: () => (signal.aborted || deposed ? undefined : epoch),
