@@ -46,7 +46,7 @@ import { SLUICE_BIN } from './sluice-cli.js';
 import { summaryTable, type StepSummary, type TaskSummary } from './summary.js';
 import { ingestedRowsOf, stepsOf } from './task-records.js';
 import { resourcesOfTaskModules } from '../start/resources.js';
-import { paint, redactUrl } from '../lib/terminal.js';
+import { paint, redactNatsUrl, redactUrl } from '../lib/terminal.js';
 
 /** Longest the batch may take from the first submission to the last final state. */
 const BATCH_DEADLINE_MS = 60_000;
@@ -97,7 +97,7 @@ async function runDemo(env: EnvConfig<typeof DEMO_ENV>): Promise<number> {
   try {
     say(paint('bold', 'Sluice demo'));
     say(
-      `NATS ${env.NATS_URL} · Postgres ${redactUrl(env.DATABASE_URL)} · prefix ${env.SLUICE_PREFIX}`,
+      `NATS ${redactNatsUrl(env.NATS_URL)} · Postgres ${redactUrl(env.DATABASE_URL)} · prefix ${env.SLUICE_PREFIX}`,
     );
 
     // First of all: another stack on this database would take over some of the demo's steps.

@@ -62,3 +62,26 @@ export function redactUrl(url: string): string {
     return url;
   }
 }
+
+/**
+ * NATS server URLs (one, or several separated by commas, as NATS_URL takes them) with their
+ * credentials replaced, for printing: a user and password, or a token in the user's place
+ * (`nats://<token>@host`), so the whole user part goes.
+ */
+export function redactNatsUrl(urls: string): string {
+  return urls
+    .split(',')
+    .map((member) => {
+      const url = member.trim();
+      try {
+        const parsed = new URL(url);
+        if (parsed.username === '' && parsed.password === '') return url;
+        parsed.username = '***';
+        parsed.password = '';
+        return parsed.href;
+      } catch {
+        return url.replace(/\/\/[^@/]*@/, '//***@');
+      }
+    })
+    .join(',');
+}

@@ -16,7 +16,7 @@ import { parseArgs } from 'node:util';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { ensureServiceBundles } from '@sluice/service-bundles';
-import { paint, redactUrl } from '../lib/terminal.js';
+import { paint, redactNatsUrl, redactUrl } from '../lib/terminal.js';
 import { LogFormatter } from './log-format.js';
 import { resourcesOfTaskModules } from './resources.js';
 import { ServiceGroup, type ServiceExit, type ServiceSpec } from './service-group.js';
@@ -62,7 +62,7 @@ const specs: ServiceSpec[] = [
 
 note(`starting Sluice: gateway, scheduler, governor, executors for ${resources.join(', ')}`);
 console.log(
-  `NATS ${env['NATS_URL'] ?? DEFAULT_NATS_URL} · Postgres ${redactUrl(env['DATABASE_URL'] ?? DEFAULT_DATABASE_URL)} · prefix ${env['SLUICE_PREFIX'] ?? 'sluice'}`,
+  `NATS ${redactNatsUrl(env['NATS_URL'] ?? DEFAULT_NATS_URL)} · Postgres ${redactUrl(env['DATABASE_URL'] ?? DEFAULT_DATABASE_URL)} · prefix ${env['SLUICE_PREFIX'] ?? 'sluice'}`,
 );
 if (resources.includes('llm') && !env['SLUICE_LLM_BASE_URL']) {
   console.log(
@@ -169,7 +169,7 @@ function printRunning(gatewayStarted: Record<string, unknown>): void {
       ? `DATABASE_URL=${redactUrl(env['DATABASE_URL'])}`
       : undefined,
     env['NATS_URL'] && env['NATS_URL'] !== DEFAULT_NATS_URL
-      ? `NATS_URL=${env['NATS_URL']}`
+      ? `NATS_URL=${redactNatsUrl(env['NATS_URL'])}`
       : undefined,
   ].filter((o): o is string => o !== undefined);
   const tenantCommand = [...overrides, 'npm run tenant:create -- <tenant-id>'].join(' ');
