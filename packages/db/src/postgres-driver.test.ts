@@ -184,6 +184,55 @@ describe('transactions of the postgres driver (Sluice patch: pipelined BEGIN)', 
   });
 });
 
+describe('a stale prepared statement in a pipelined transaction (Sluice patch)', () => {
+  it('fails inside the transaction instead of running again after its COMMIT', async () => {
+    // A migration that adds a column makes a prepared `returning *` fail with "cached plan must
+    // not change result type". The driver ran such a statement again, behind the statements
+    // pipelined after it: in a one-write transaction (one-write.ts) after its COMMIT, which the
+    // error had made a rollback, so the statement ran and committed on its own while the caller
+    // saw a statement after it fail (rolled back). Two connections: one reserved, one to alter.
+    const sql = postgres(database.url, { max: 2, onnotice: () => {} });
+    try {
+      await sql`create table stale_plan (n int)`;
+      await sql`create table stale_plan_beside (n int)`;
+      const reserved = await sql.reserve();
+      const options = { prepare: true };
+      const oneWrite = async (n: number) => {
+        const queries = [
+          reserved`begin`,
+          reserved.unsafe('insert into stale_plan values ($1) returning *', [n], options),
+          reserved.unsafe('insert into stale_plan_beside values ($1)', [n], options),
+          reserved`commit`,
+        ];
+        for (const query of queries) void query.execute();
+        const outcomes = await Promise.allSettled(queries);
+        return outcomes.map((outcome) =>
+          outcome.status === 'fulfilled' ? 'ok' : (outcome.reason as { code?: string }).code,
+        );
+      };
+      try {
+        assert.deepEqual(await oneWrite(1), ['ok', 'ok', 'ok', 'ok']);
+        await sql`alter table stale_plan add column m int`;
+        const [, insert, beside] = await oneWrite(2);
+        assert.equal(beside, '25P02', 'the transaction was aborted');
+        assert.equal(insert, '0A000', 'the stale statement failed in it');
+        // The next try prepares the statement again and commits.
+        assert.deepEqual(await oneWrite(3), ['ok', 'ok', 'ok', 'ok']);
+      } finally {
+        reserved.release();
+      }
+      const rows = await sql<{ n: number }[]>`select n from stale_plan order by n`;
+      assert.deepEqual(
+        rows.map((row) => row.n),
+        [1, 3],
+        'nothing of the failed transaction committed',
+      );
+    } finally {
+      await sql.end({ timeout: 5 });
+    }
+  });
+});
+
 describe('the postgres driver after a connection dies (Sluice patch: porsager/postgres#1130)', () => {
   /** The answer of `query`, or its error code, or "hung" when it settled in neither within 10 s. */
   async function settled(query: Promise<unknown>): Promise<string> {
