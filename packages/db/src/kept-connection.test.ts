@@ -121,4 +121,32 @@ describe('KeptConnection', () => {
       if (both !== 'too late') for (const reserved of both) reserved.release();
     });
   });
+
+  it('sends a transaction again when a migration made one of its prepared statements stale', async () => {
+    // A column added under a prepared `returning *` fails it once ("cached plan must not change
+    // result type", 0A000) and with it the transaction, which wrote nothing. The driver prepares
+    // it again only for a later statement: the transaction is sent again, once per stale statement.
+    await withKept(2, async ({ kept, admin }) => {
+      await admin`create table kept_stale (n int)`;
+      try {
+        const write = (n: number) =>
+          kept.transaction([
+            sql`insert into kept_stale (n) values (${n}) returning *`,
+            sql`select * from kept_stale where n = ${n}`,
+            sql`insert into kept_marks (n) values (${n})`,
+          ]);
+        const statuses = async (n: number) => (await write(n)).map((outcome) => outcome.status);
+        assert.deepEqual(await statuses(1), ['fulfilled', 'fulfilled', 'fulfilled']);
+        await admin`alter table kept_stale add column m int`;
+        assert.deepEqual(await statuses(2), ['fulfilled', 'fulfilled', 'fulfilled']);
+        const rows = await admin<{ n: number }[]>`select n from kept_stale order by n`;
+        assert.deepEqual(
+          rows.map((row) => row.n),
+          [1, 2],
+        );
+      } finally {
+        await admin`drop table kept_stale`;
+      }
+    });
+  });
 });

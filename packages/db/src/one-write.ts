@@ -28,7 +28,8 @@ const dialect = new PgDialect();
 /**
  * Runs `statements` in one transaction sent in one write, and answers each one's rows or error, in
  * order: all fulfilled means committed, any rejected means rolled back (a statement after a
- * failed one rejects with `25P02`, the transaction being aborted).
+ * failed one rejects with `25P02`, the transaction being aborted). A transaction that rolled back
+ * because a migration made one of its prepared statements stale is sent again.
  *
  * @throws the error of `BEGIN` or `COMMIT` (the connection failed: whether the transaction
  *   committed is then unknown, as with any commit whose answer is lost).
@@ -53,6 +54,18 @@ export async function sendTransaction(
   reserved: postgres.ReservedSql,
   statements: readonly SQL[],
 ): Promise<PromiseSettledResult<Rows>[]> {
+  // Each try that meets a stale statement has the driver prepare that one again at the next.
+  for (let tries = 1; ; tries++) {
+    const outcomes = await sendOnce(reserved, statements);
+    const failed = outcomes.find((outcome) => outcome.status === 'rejected');
+    if (!failed || !isStalePlan(failed.reason) || tries > statements.length) return outcomes;
+  }
+}
+
+async function sendOnce(
+  reserved: postgres.ReservedSql,
+  statements: readonly SQL[],
+): Promise<PromiseSettledResult<Rows>[]> {
   // `simple: false` as the pool's own statements (client.ts): prepared, also without
   // parameters. (postgres.js reads `simple`; its types do not declare it.)
   const options = { prepare: true, simple: false } as postgres.UnsafeQueryOptions;
@@ -72,6 +85,18 @@ export async function sendTransaction(
     if (outcome?.status === 'rejected') throw outcome.reason;
   }
   return rest as PromiseSettledResult<Rows>[]; // the driver answers rows
+}
+
+/**
+ * Whether a statement failed because its prepared form went stale: a migration changed what a
+ * `select *` or `returning *` answers ("cached plan must not change result type"), or the prepared
+ * statement is gone. Its transaction rolled back, having written nothing, and the driver prepares
+ * the statement again for its next use (outside a transaction it runs it again itself; inside one
+ * it cannot: patches/postgres@3.4.9.patch).
+ */
+function isStalePlan(error: unknown): boolean {
+  const routine = (error as { routine?: unknown } | null)?.routine;
+  return routine === 'RevalidateCachedQuery' || routine === 'FetchPreparedStatement';
 }
 
 /** The rows of a statement of a one-write transaction, or its error thrown. */
