@@ -132,7 +132,7 @@ export function createPressureHandlers(deps: PressureDeps): PressureHandlers {
           `reason must be at most ${MAX_OVERRIDE_REASON_LENGTH} characters`,
         );
       }
-      const ttlMs = ttlOf(request.ttl);
+      const ttlMs = overrideTtlMs(request.ttl);
       let created: StoredOverride;
       try {
         created = await addOverride(db, {
@@ -199,17 +199,30 @@ async function readDecision(
   }
 }
 
+/** The most nanos of a `google.protobuf.Duration` (less than a second). */
+const MAX_DURATION_NANOS = 999_999_999;
+
 /**
  * How long an override lasts in milliseconds, `undefined` without a `ttl`. Its expiry is reckoned
  * by the write from its own time: one reckoned here, before the write, made a ttl of a few
  * milliseconds end at or before the override's creation (the table's check failed: INTERNAL), or
  * be refused as already past.
  */
-function ttlOf(ttl: Duration | null): number | undefined {
+export function overrideTtlMs(ttl: Duration | null): number | undefined {
   if (ttl === null) return undefined;
-  const ms = fromDuration(ttl);
-  if (!Number.isFinite(ms) || ms <= 0 || ttl.nanos < 0) {
+  if (Number(ttl.seconds) < 0 || ttl.nanos < 0)
     throw invalidArgument('ttl', 'ttl must be positive');
+  // A Duration's nanos are a fraction of a second.
+  if (!Number.isInteger(ttl.nanos) || ttl.nanos > MAX_DURATION_NANOS) {
+    throw invalidArgument('ttl', `ttl.nanos must be between 0 and ${MAX_DURATION_NANOS}`);
+  }
+  const ms = fromDuration(ttl);
+  if (!Number.isFinite(ms) || ms <= 0) {
+    const underAMillisecond = ms === 0 && ttl.nanos > 0;
+    throw invalidArgument(
+      'ttl',
+      underAMillisecond ? 'ttl must be at least 1 ms' : 'ttl must be positive',
+    );
   }
   if (ms > MAX_OVERRIDE_TTL_MS) {
     throw invalidArgument('ttl', 'ttl must be at most 365 days; set no ttl to last until cleared');
