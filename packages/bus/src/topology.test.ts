@@ -205,6 +205,18 @@ describe('topology', () => {
     );
   });
 
+  it('brings a shortened lease TTL to the bucket, whose duplicate window follows it', async () => {
+    // The server sets a new bucket's duplicate window to its TTL when under two minutes, and
+    // refuses a max age below the duplicate window (10052).
+    const c = catalog('topo_kv_down');
+    await openKvBuckets(nc, c, { leaseTtlMs: 4_000 });
+    const reopened = await openKvBuckets(nc, c, { leaseTtlMs: 1_500 });
+    assert.equal((await reopened.leases.status()).ttl, 1_500);
+    const info = await jsm.streams.info(`KV_${c.buckets.leases}`);
+    assert.equal(info.config.max_age, nanos(1_500));
+    assert.equal(info.config.duplicate_window, nanos(1_500));
+  });
+
   it('persists the dead-letter advisories of step consumers in the advisories stream', async () => {
     const c = catalog('topo_adv');
     await ensureTopology(jsm, c);

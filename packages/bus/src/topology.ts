@@ -37,6 +37,8 @@ const STREAM_NAME_IN_USE = 10058;
 /** Another stream already listens on one of these subjects (or a concurrent create, see below). */
 const STREAM_SUBJECTS_OVERLAP = 10065;
 const CONSUMER_NOT_FOUND = 10014;
+/** nats-server's default duplicate window, which a bucket with a shorter TTL gets instead. */
+const DEFAULT_KV_DUPLICATE_WINDOW_MS = 2 * 60_000;
 /** Rounds of read → create/update before giving up on a racing peer. */
 const MAX_ROUNDS = 5;
 
@@ -332,6 +334,12 @@ async function openBucket(
     max_msgs_per_subject: settings.history,
     max_age: nanos(settings.ttl),
     num_replicas: settings.replicas,
+    // The server gives a new bucket with a TTL a duplicate window of that TTL (two minutes at
+    // most) and refuses a max age below the window (10052), so a shortened TTL takes the window
+    // with it; the window is what a new bucket of this TTL would get.
+    ...(settings.ttl > 0
+      ? { duplicate_window: nanos(Math.min(settings.ttl, DEFAULT_KV_DUPLICATE_WINDOW_MS)) }
+      : {}),
   };
   for (let round = 0; round < MAX_ROUNDS; round++) {
     const info = await streamInfo(jsm, stream);
