@@ -181,7 +181,8 @@ export function createTaskService(deps: TaskServiceDeps): Partial<TaskServiceHan
         ...(request ? { links: [{ context: request }] } : {}),
       },
       async (span) => {
-        settle(await run(), taskId);
+        // The stored id: executors know a running step by it (the request may spell it in capitals).
+        settle(await run(), before.id);
         const after = await describeRecord(tenantId, taskId);
         span.addEvent(EVENT_TASK_TRANSITION, {
           [ATTR_TASK_EVENT]: action,
