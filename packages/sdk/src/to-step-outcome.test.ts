@@ -208,6 +208,12 @@ describe('toStepOutcome refuses what cannot be recorded, naming it', () => {
       refusal(approval({ prompt: 'x'.repeat(MAX_APPROVAL_PROMPT_CHARS + 1) })),
       /prompt longer than/,
     );
+    // Stored as jsonb with the outcome: one such prompt failed the whole group write of outcomes.
+    assert.match(
+      refusal(approval({ prompt: 'Go\u0000?' })),
+      /prompt holding the character U\+0000/,
+    );
+    assert.match(refusal(approval({ prompt: 'Go \uD83D?' })), /prompt holding a lone UTF-16/);
     assert.match(refusal(approval({ timeoutMs: 0 })), /approval timeout of 0 ms/);
     assert.match(refusal(approval({ timeoutMs: 1.5 })), /approval timeout of 1.5 ms/);
     assert.match(

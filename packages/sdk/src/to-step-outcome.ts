@@ -12,6 +12,7 @@ import {
   type Json,
   type StepCall,
   type StepOutcome,
+  unstorableCharacter,
 } from '@sluice/core';
 import type { StepDeclaration, TaskDefinition } from './define-task.js';
 import { toJson } from './json.js';
@@ -90,6 +91,16 @@ function approvalOf(
   }
   if (prompt.length > MAX_APPROVAL_PROMPT_CHARS) {
     return fail(`an approval prompt longer than ${MAX_APPROVAL_PROMPT_CHARS} characters`);
+  }
+  // Stored as jsonb with the outcome, which cannot hold these: the executor's group write of
+  // outcomes would fail for every step in it, and the step would run again.
+  const unstorable = unstorableCharacter(prompt);
+  if (unstorable !== undefined) {
+    const what =
+      unstorable === 'nul'
+        ? 'the character U+0000 (NUL)'
+        : 'a lone UTF-16 surrogate (half a character)';
+    return fail(`an approval prompt holding ${what}, which cannot be stored`);
   }
   if (
     typeof timeoutMs !== 'number' ||
