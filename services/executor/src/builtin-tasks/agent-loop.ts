@@ -22,7 +22,7 @@
  */
 import { z } from 'zod';
 import { complete, defineTask, next } from '@sluice/sdk';
-import { fetchPage, httpUrl } from './web-page.js';
+import { cutText, fetchPage, httpUrl } from './web-page.js';
 
 /** Characters of each page kept in the history (and shown to the LLM). */
 const EXCERPT_CHARS = 500;
@@ -178,7 +178,7 @@ export const agentLoop = defineTask({
         url,
         status: page.status,
         title: page.title,
-        excerpt: page.text.slice(0, EXCERPT_CHARS),
+        excerpt: cutText(page.text, EXCERPT_CHARS),
       };
       return next('decide', { history: [...past, entry] }, { url, status: page.status });
     },

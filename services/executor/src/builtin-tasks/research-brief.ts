@@ -4,7 +4,9 @@
  * Both steps make real HTTP calls: to the configured OpenAI-compatible endpoint, and to the URL.
  */
 import { z } from 'zod';
+import { storableText } from '@sluice/core';
 import { HttpStatusError, complete, defineTask, next } from '@sluice/sdk';
+import { cutText } from './web-page.js';
 
 /** Largest page body the fetch step keeps (the rest is cut), so outputs stay small. */
 const MAX_PAGE_CHARS = 64 * 1024;
@@ -54,6 +56,7 @@ export const researchBrief = defineTask({
       });
       if (!response.ok) throw HttpStatusError.fromResponse(response, url);
       const body = await response.text();
+      // Storable: a page's U+0000 or half an emoji in the output would fail the step for good.
       const title = /<title>([^<]*)<\/title>/i.exec(body)?.[1]?.trim() ?? null;
       return complete({
         topic: ctx.taskInput.topic,
@@ -61,8 +64,8 @@ export const researchBrief = defineTask({
         source: {
           url,
           status: response.status,
-          title,
-          excerpt: body.slice(0, 280),
+          title: title === null ? null : storableText(title),
+          excerpt: cutText(storableText(body), 280),
           chars: Math.min(body.length, MAX_PAGE_CHARS),
         },
       });

@@ -10,7 +10,7 @@
  */
 import { z } from 'zod';
 import { awaitApproval, branch, complete, defineTask, fanOut, joinInput } from '@sluice/sdk';
-import { fetchPage, httpUrl } from './web-page.js';
+import { cutText, fetchPage, httpUrl } from './web-page.js';
 
 /** Default time a person has to approve the outline (24 h). */
 export const DEFAULT_APPROVAL_TIMEOUT_MS = 24 * 60 * 60 * 1_000;
@@ -110,7 +110,7 @@ export const researchReport = defineTask({
         url,
         status: page.status,
         title: page.title,
-        excerpt: page.text.slice(0, PAGE_EXCERPT_CHARS),
+        excerpt: cutText(page.text, PAGE_EXCERPT_CHARS),
         chars: page.text.length,
       });
     },

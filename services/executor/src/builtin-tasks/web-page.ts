@@ -3,6 +3,7 @@
  * body (a huge page must not exhaust the executor), and the readable text of HTML.
  */
 import { z } from 'zod';
+import { storableText } from '@sluice/core';
 import { HttpStatusError } from '@sluice/sdk';
 
 /** Most bytes of a response body read; the rest is not downloaded. */
@@ -22,9 +23,13 @@ export interface FetchedPage {
   readonly url: string;
   readonly status: number;
   readonly contentType: string;
-  /** The HTML `<title>`, or null. */
+  /** The HTML `<title>`, or null (storable, as {@link FetchedPage.text}). */
   readonly title: string | null;
-  /** The readable text: HTML without tags, scripts and styles; other types as they are. */
+  /**
+   * The readable text: HTML without tags, scripts and styles; other types as they are. U+0000 and
+   * lone surrogates (which Postgres cannot store, so a step output holding one is refused) are
+   * shown as U+FFFD; cut it with {@link cutText}.
+   */
   readonly text: string;
   /** The body as received (up to {@link MAX_BODY_BYTES}). */
   readonly body: string;
@@ -64,7 +69,25 @@ export async function fetchPage(url: string, options: FetchPageOptions): Promise
   const contentType = response.headers.get('content-type') ?? '';
   const html = /html/i.test(contentType) || /^\s*</.test(body);
   const readable = html ? htmlToText(body) : { title: null, text: body.trim() };
-  return { url, status: response.status, contentType, ...readable, body, truncated };
+  return {
+    url,
+    status: response.status,
+    contentType,
+    title: readable.title === null ? null : storableText(readable.title),
+    text: storableText(readable.text),
+    body,
+    truncated,
+  };
+}
+
+/**
+ * The first `maxChars` UTF-16 units of `text`, one fewer when the cut would split a surrogate pair
+ * (an emoji): half a character is a lone surrogate, which Postgres cannot store.
+ */
+export function cutText(text: string, maxChars: number): string {
+  const cut = text.slice(0, maxChars);
+  const last = cut.charCodeAt(cut.length - 1);
+  return cut.length < text.length && last >= 0xd800 && last <= 0xdbff ? cut.slice(0, -1) : cut;
 }
 
 /** The body as text, reading at most `maxBytes` (then cancelling the download). */
