@@ -9,11 +9,22 @@
  *    approver's comment is passed on as guidance. The task completes with the report.
  */
 import { z } from 'zod';
-import { awaitApproval, branch, complete, defineTask, fanOut, joinInput } from '@sluice/sdk';
+import { storableText } from '@sluice/core';
+import {
+  MAX_APPROVAL_PROMPT_CHARS,
+  awaitApproval,
+  branch,
+  complete,
+  defineTask,
+  fanOut,
+  joinInput,
+} from '@sluice/sdk';
 import { cutText, fetchPage, httpUrl } from './web-page.js';
 
 /** Default time a person has to approve the outline (24 h). */
 export const DEFAULT_APPROVAL_TIMEOUT_MS = 24 * 60 * 60 * 1_000;
+/** Ends an outline cut to fit the approval prompt. */
+const CUT_MARK = '\n[… outline cut]';
 /** Characters of each page that reach the summary prompt (and the branch output). */
 const PAGE_EXCERPT_CHARS = 2_000;
 
@@ -80,20 +91,28 @@ export const researchReport = defineTask({
         ],
       });
       ctx.span.setAttribute('sluice.sample.sources', sources.length);
+      // What the model wrote, as Postgres can store it (a U+0000 would fail the step for good).
+      const outline = storableText(answer.content);
+      const question = [
+        `Approve this outline for "${topic}"?`,
+        `Once approved, ${sources.length} source page(s) are fetched and summarised.`,
+        '',
+        '',
+      ].join('\n');
+      // A prompt may be at most MAX_APPROVAL_PROMPT_CHARS long: a longer answer is shown cut (the
+      // output keeps all of it), rather than failing the task.
+      const room = MAX_APPROVAL_PROMPT_CHARS - question.length;
+      const shown =
+        outline.length <= room ? outline : `${cutText(outline, room - CUT_MARK.length)}${CUT_MARK}`;
       return awaitApproval({
-        prompt: [
-          `Approve this outline for "${topic}"?`,
-          `Once approved, ${sources.length} source page(s) are fetched and summarised.`,
-          '',
-          answer.content,
-        ].join('\n'),
+        prompt: question + shown,
         timeoutMs: ctx.taskInput.approvalTimeoutMs,
         onTimeout: ctx.taskInput.onApprovalTimeout,
         then: fanOut(
           sources.map((url, index) => branch('fetchPage', { url, index })),
           'summarize',
         ),
-        output: { outline: answer.content, model: answer.model },
+        output: { outline, model: answer.model },
       });
     },
 
