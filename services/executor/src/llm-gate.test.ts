@@ -264,6 +264,36 @@ describe('LLM gate (fake time)', () => {
   });
 });
 
+describe('LLM gate (real time)', () => {
+  it('waits out a pause longer than a timer can hold without waking every millisecond', async () => {
+    // 30 days: past the 2^31 - 1 ms a timer holds, which Node turns into 1 ms (with a warning).
+    const gate = createLlmGate(FIXED);
+    (await gate.acquire({ estimatedTokens: 1 })).release({
+      ok: false,
+      status: 429,
+      latencyMs: 5,
+      headers: new Headers({ 'retry-after': String(30 * 24 * 60 * 60) }),
+    });
+    const timers = mock.method(globalThis, 'setTimeout');
+    try {
+      const next = track(gate.acquire({ estimatedTokens: 1 }));
+      await new Promise<void>((resolve) => setImmediate(resolve));
+      const armed = timers.mock.callCount();
+      await new Promise<void>((resolve) => setTimeout(resolve, 100));
+      assert.equal(next.state, 'pending');
+      // Armed once (and the test's own wait); the old gate re-armed about every millisecond.
+      assert.ok(armed <= 1, `armed ${armed} times at once`);
+      assert.ok(
+        timers.mock.callCount() <= armed + 1,
+        `${timers.mock.callCount()} timers in 100 ms`,
+      );
+    } finally {
+      timers.mock.restore();
+      gate.close();
+    }
+  });
+});
+
 describe('LLM gate headers', () => {
   it('reads OpenAI rate-limit headers', () => {
     assert.deepEqual(

@@ -37,6 +37,8 @@ import {
 export const DEFAULT_LLM_DECREASE_INTERVAL_MS = 1_000;
 /** How many recent call latencies the p95 of {@link LlmGateSnapshot} is taken over. */
 export const LATENCY_WINDOW = 200;
+/** The longest delay a timer holds (2^31 - 1 ms, about 24.8 days). */
+const MAX_TIMER_DELAY_MS = 2 ** 31 - 1;
 /** Statuses that mean the provider pushes back (rate limit, overload): a drop for the AIMD limit. */
 export const PUSHBACK_STATUSES: ReadonlySet<number> = new Set([429, 503, 529]);
 
@@ -248,12 +250,14 @@ export function createLlmGate(options: LlmGateOptions): LlmGate {
     if (!Number.isFinite(atMs)) return; // a zero refill rate: only headers or close() can help
     if (timer !== undefined && timer.atMs <= atMs) return;
     if (timer !== undefined) clearTimeout(timer.handle);
+    // A longer delay than a timer holds (a retry-after of weeks) fires at once in Node, and the
+    // pump would arm it again every millisecond: wake at the longest delay and look again.
     const handle = setTimeout(
       () => {
         timer = undefined;
         pump();
       },
-      Math.max(0, atMs - Date.now()),
+      Math.min(MAX_TIMER_DELAY_MS, Math.max(0, atMs - Date.now())),
     );
     timer = { handle, atMs };
   };
