@@ -54,7 +54,11 @@ export const researchBrief = defineTask({
         signal: ctx.signal,
         headers: { 'idempotency-key': ctx.idempotencyKey },
       });
-      if (!response.ok) throw HttpStatusError.fromResponse(response, url);
+      if (!response.ok) {
+        // Its body is not read: cancelled, so the connection is closed now, not when collected.
+        await response.body?.cancel();
+        throw HttpStatusError.fromResponse(response, url);
+      }
       const body = await response.text();
       // Storable: a page's U+0000 or half an emoji in the output would fail the step for good.
       const title = /<title>([^<]*)<\/title>/i.exec(body)?.[1]?.trim() ?? null;
