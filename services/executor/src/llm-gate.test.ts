@@ -322,6 +322,17 @@ describe('LLM gate headers', () => {
       { remainingRequests: 7, retryAfterMs: 4_000 },
     );
     assert.deepEqual(readHeaders(new Headers({ 'retry-after': 'soon' })), {});
+    // A pause of days (a broken header) is held to an hour, as a step's retry holds it.
+    assert.deepEqual(
+      readHeaders(
+        new Headers({
+          'x-ratelimit-remaining-tokens': '0',
+          'x-ratelimit-reset-tokens': '240h',
+          'retry-after': '864000',
+        }),
+      ),
+      { remainingTokens: 0, resetMs: 3_600_000, retryAfterMs: 3_600_000 },
+    );
   });
 
   it('parses reset durations', () => {

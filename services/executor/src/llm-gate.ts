@@ -10,7 +10,7 @@
  * - the request and token buckets (core `takeLlmBudget`) cover the call's estimated cost, when
  *   requests or tokens per minute are configured; the provider's `x-ratelimit-*` and
  *   `retry-after` headers correct them either way, so after a 429 with `retry-after` no call
- *   starts before that time.
+ *   starts before that time (an hour at most, as a step's retry honours).
  *
  * Waiters are served first come, first served: a large call at the head holds back smaller ones
  * behind it rather than starving. Nothing polls: one timer is set to the next refill or retry
@@ -19,6 +19,7 @@
  * it by class.
  */
 import {
+  MAX_RETRY_AFTER_MS,
   applyRateLimitHeaders,
   concurrencyOf,
   correctLlmBudget,
@@ -348,11 +349,15 @@ export function readHeaders(headers: HeaderSource, nowMs = Date.now()): RateLimi
   ].filter((ms): ms is number => ms !== undefined);
   const retryAfterMs =
     count(headers.get('retry-after-ms')) ?? retryAfter(headers.get('retry-after'), nowMs);
+  // A pause is held to what a step's retry honours (an hour): a provider's broken header of days
+  // would otherwise stop every LLM call of the executor for that long; after an hour the next
+  // answer says again.
+  const held = (ms: number) => Math.min(ms, MAX_RETRY_AFTER_MS);
   return {
     ...(remainingRequests === undefined ? {} : { remainingRequests }),
     ...(remainingTokens === undefined ? {} : { remainingTokens }),
-    ...(resets.length === 0 ? {} : { resetMs: Math.max(...resets) }),
-    ...(retryAfterMs === undefined ? {} : { retryAfterMs }),
+    ...(resets.length === 0 ? {} : { resetMs: held(Math.max(...resets)) }),
+    ...(retryAfterMs === undefined ? {} : { retryAfterMs: held(retryAfterMs) }),
   };
 }
 
