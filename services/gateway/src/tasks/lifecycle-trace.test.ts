@@ -8,32 +8,9 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import * as grpc from '@grpc/grpc-js';
-import type { NatsConnection } from '@nats-io/transport-node';
-import { closeNats, connectNats, createBusCatalog } from '@sluice/bus';
-import { natsUrl, uniquePrefix } from '@sluice/bus/testing';
-import {
-  createApiKey,
-  createTask,
-  createTenant,
-  migrateDatabase,
-  openDatabase,
-  registerTaskType,
-  type DatabaseHandle,
-  type TaskTypeManifest,
-} from '@sluice/db';
-import { createTestDatabase, migratedTemplate, type TestDatabase } from '@sluice/db/testing';
-import {
-  createLogger,
-  createMetrics,
-  startTracing,
-  type Tracing,
-  type TracingOptions,
-} from '@sluice/telemetry';
-import { readDescriptorSet } from '../grpc/descriptor-set.js';
-import { loadApi } from '../grpc/load-api.js';
-import { createGrpcServer, type GrpcServer } from '../grpc/server.js';
-import { startEventHub, type EventHub } from './event-hub.js';
-import { createTaskService } from './task-service.js';
+import { createTask, type TaskTypeManifest } from '@sluice/db';
+import type { TracingOptions } from '@sluice/telemetry';
+import { startTestServer, type TestServer } from './test-server.js';
 
 type SpanProcessor = NonNullable<TracingOptions['spanProcessors']>[number];
 type RecordedSpan = Parameters<SpanProcessor['onEnd']>[0];
@@ -48,9 +25,6 @@ const manifest: TaskTypeManifest = {
   firstStep: 'call',
   steps: [{ name: 'call', resource: 'llm', timeoutMs: 1_000, maxAttempts: 1 }],
 };
-const api = loadApi(readDescriptorSet());
-const TaskServiceClient = grpc.makeGenericClientConstructor(api.taskService, 'TaskService');
-const log = createLogger({ service: 'lifecycle-trace-test', level: 'silent' });
 
 describe("lifecycle requests in the task's trace", () => {
   const ended: RecordedSpan[] = [];
@@ -60,77 +34,24 @@ describe("lifecycle requests in the task's trace", () => {
     forceFlush: () => Promise.resolve(),
     shutdown: () => Promise.resolve(),
   };
-  let tracing: Tracing;
-  let database: TestDatabase;
-  let handle: DatabaseHandle;
-  let nc: NatsConnection;
-  let hub: EventHub;
-  let server: GrpcServer;
-  let client: grpc.Client;
-  let apiKey: string;
+  let server: TestServer;
+  let handle: TestServer['handle'];
 
   before(async () => {
-    tracing = startTracing({ serviceName: 'gateway-test', env: {}, spanProcessors: [recorder] });
-    database = await createTestDatabase({ template: await migratedTemplate(migrateDatabase) });
-    handle = openDatabase(database.url, { max: 4 });
-    await createTenant(handle.db, { id: 'acme' });
-    await registerTaskType(handle.db, manifest);
-    apiKey = await createApiKey(handle.db, { tenantId: 'acme' });
-    nc = await connectNats({ url: natsUrl(), name: 'lifecycle-trace-test' });
-    const catalog = createBusCatalog(uniquePrefix('lifecycle-trace'));
-    hub = startEventHub(nc, catalog, log);
-    server = createGrpcServer({
-      logger: log,
-      port: 0,
-      host: '127.0.0.1',
-      taskService: createTaskService({
-        db: handle.db,
-        nc,
-        catalog,
-        hub,
-        log,
-        metrics: createMetrics(),
-        tracer: tracing.tracer('@sluice/gateway'),
-        maxInputBytes: 65_536,
-        watchRecheckMs: 1_000,
-      }),
+    server = await startTestServer({
+      name: 'lifecycle-trace',
+      manifest,
+      spanProcessors: [recorder],
     });
-    const port = await server.start();
-    client = new TaskServiceClient(`127.0.0.1:${port}`, grpc.credentials.createInsecure());
+    handle = server.handle;
   });
   after(async () => {
-    client?.close();
-    await server?.stop(1_000);
-    hub?.close();
-    if (nc) await closeNats(nc);
-    await handle?.close();
-    await database?.drop();
-    await tracing?.shutdown();
+    await server?.close();
   });
 
-  /** Calls a TaskService method; resolves with its status code and response. */
-  const rpc = (
-    name: string,
-    request: object,
-    traceparent?: string,
-  ): Promise<{ code: grpc.status; response: unknown }> => {
-    const method = api.taskService[name];
-    assert.ok(method !== undefined);
-    const metadata = new grpc.Metadata();
-    metadata.set('authorization', `Bearer ${apiKey}`);
-    if (traceparent !== undefined) metadata.set('traceparent', traceparent);
-    return new Promise((resolve) => {
-      client.makeUnaryRequest(
-        method.path,
-        method.requestSerialize,
-        method.responseDeserialize,
-        request,
-        metadata,
-        { deadline: Date.now() + 5_000 },
-        (err, response) => resolve({ code: err ? err.code : grpc.status.OK, response }),
-      );
-    });
-  };
+  /** Calls a TaskService method, in the trace of `traceparent` when given. */
+  const rpc = (name: string, request: object, traceparent?: string) =>
+    server.rpc(name, request, traceparent === undefined ? {} : { traceparent });
   const call = async (name: string, taskId: string): Promise<grpc.status> =>
     (await rpc(name, { task_id: taskId })).code;
   const only = (name: string): RecordedSpan => {

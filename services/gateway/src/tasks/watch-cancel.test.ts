@@ -7,27 +7,10 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import * as grpc from '@grpc/grpc-js';
-import type { NatsConnection } from '@nats-io/transport-node';
-import { closeNats, connectNats, createBusCatalog } from '@sluice/bus';
-import { natsUrl, uniquePrefix } from '@sluice/bus/testing';
-import {
-  createApiKey,
-  createTask,
-  createTenant,
-  migrateDatabase,
-  openDatabase,
-  registerTaskType,
-  type DatabaseHandle,
-  type TaskTypeManifest,
-} from '@sluice/db';
-import { createTestDatabase, migratedTemplate, type TestDatabase } from '@sluice/db/testing';
-import { createLogger, createMetrics, startTracing, type Tracing } from '@sluice/telemetry';
-import { readDescriptorSet } from '../grpc/descriptor-set.js';
+import { createTask, type TaskTypeManifest } from '@sluice/db';
 import type { FinishedCall } from '../grpc/handler-adapter.js';
-import { loadApi } from '../grpc/load-api.js';
-import { createGrpcServer, type GrpcServer } from '../grpc/server.js';
-import { startEventHub, type EventHub } from './event-hub.js';
-import { createTaskService } from './task-service.js';
+import type { EventHub } from './event-hub.js';
+import { startTestServer, type TestServer } from './test-server.js';
 
 const manifest: TaskTypeManifest = {
   name: 'watched',
@@ -39,75 +22,37 @@ const manifest: TaskTypeManifest = {
 };
 /** Events of 16 KB each: far more than a stream's flow control window and buffers hold. */
 const EVENTS = 400;
-const api = loadApi(readDescriptorSet());
-const TaskServiceClient = grpc.makeGenericClientConstructor(api.taskService, 'TaskService');
-const log = createLogger({ service: 'watch-cancel-test', level: 'silent' });
 
 describe('WatchTask cancelled while its writes wait for the client', () => {
-  let tracing: Tracing;
-  let database: TestDatabase;
-  let handle: DatabaseHandle;
-  let nc: NatsConnection;
-  let hub: EventHub;
-  let server: GrpcServer;
-  let client: grpc.Client;
-  let apiKey: string;
+  let server: TestServer;
   let listening = 0;
   const finished: FinishedCall[] = [];
 
   before(async () => {
-    tracing = startTracing({ serviceName: 'gateway-test', env: {} });
-    database = await createTestDatabase({ template: await migratedTemplate(migrateDatabase) });
-    handle = openDatabase(database.url, { max: 4 });
-    await createTenant(handle.db, { id: 'acme' });
-    await registerTaskType(handle.db, manifest);
-    apiKey = await createApiKey(handle.db, { tenantId: 'acme' });
-    nc = await connectNats({ url: natsUrl(), name: 'watch-cancel-test' });
-    const catalog = createBusCatalog(uniquePrefix('watch-cancel'));
-    hub = startEventHub(nc, catalog, log);
-    // Counts the watchers listening on the hub.
-    const countingHub: EventHub = {
-      async listen(taskId, listener) {
-        const stop = await hub.listen(taskId, listener);
-        listening += 1;
-        return () => {
-          listening -= 1;
-          stop();
-        };
-      },
-      close: () => hub.close(),
-    };
-    server = createGrpcServer({
-      logger: log,
-      port: 0,
-      host: '127.0.0.1',
+    server = await startTestServer({
+      name: 'watch-cancel',
+      manifest,
       onCallFinished: (call) => void finished.push(call),
-      taskService: createTaskService({
-        db: handle.db,
-        nc,
-        catalog,
-        hub: countingHub,
-        log,
-        metrics: createMetrics(),
-        tracer: tracing.tracer('@sluice/gateway'),
-        maxInputBytes: 65_536,
-        watchRecheckMs: 1_000,
+      // Counts the watchers listening on the hub.
+      hub: (hub): EventHub => ({
+        async listen(taskId, listener) {
+          const stop = await hub.listen(taskId, listener);
+          listening += 1;
+          return () => {
+            listening -= 1;
+            stop();
+          };
+        },
+        close: () => hub.close(),
       }),
     });
-    const port = await server.start();
-    client = new TaskServiceClient(`127.0.0.1:${port}`, grpc.credentials.createInsecure());
   });
   after(async () => {
-    client?.close();
-    await server?.stop(1_000);
-    hub?.close();
-    if (nc) await closeNats(nc);
-    await handle?.close();
-    await database?.drop();
-    await tracing?.shutdown();
+    await server?.close();
   });
 
   it('ends the handler and stops listening once the client cancels', async () => {
+    const { handle, apiKey, client } = server;
     const { task } = await createTask(handle.db, {
       tenantId: 'acme',
       taskType: manifest,
@@ -121,7 +66,7 @@ describe('WatchTask cancelled while its writes wait for the client', () => {
       from generate_series(2, ${EVENTS + 1}) as seq`;
     await handle.sql`update tasks set last_event_seq = ${EVENTS + 1} where id = ${task.id}`;
 
-    const method = api.taskService['WatchTask'];
+    const method = server.methods['WatchTask'];
     assert.ok(method !== undefined);
     const metadata = new grpc.Metadata();
     metadata.set('authorization', `Bearer ${apiKey}`);
