@@ -1,5 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
+import { parseDecision } from '@sluice/bus';
+import { composeDecision } from '../compose-decision.js';
 import { PressureBook, type Reading } from './levels.js';
 import { DEFAULT_THRESHOLDS, parseThresholds, type ThresholdTable } from './thresholds.js';
 
@@ -64,6 +66,34 @@ describe('PressureBook', () => {
     assert.equal(at(0.3, 2_000), 'throttle', 'inside the band');
     assert.equal(at(Number.NaN, 3_000), 'throttle', 'no reading keeps the level');
     assert.equal(at(0.1, 3_000), 'normal');
+  });
+
+  it('rejects with a usable retry delay while a rejecting signal has nothing to measure', () => {
+    // P0 steps wait and none starts: the P0 wait reads NaN and keeps its level (here reject).
+    const book = new PressureBook(
+      table('{"p95_task_latency":[{"level":"reject","enter":10000,"exit":5000}]}'),
+    );
+    const at = (value: number, ms: number) =>
+      book.actions(book.assess([{ signal: 'p95_task_latency', scope: 'P0', value }], ms));
+    assert.equal(at(20_000, 0).rejectOverload, 2);
+    const stuck = at(Number.NaN, 1_000);
+    assert.equal(stuck.level, 'reject', 'no reading keeps the level');
+    assert.deepEqual(stuck.reject, [2, 3]);
+    assert.ok(Number.isFinite(stuck.rejectOverload), `overload ${stuck.rejectOverload}`);
+    const decision = composeDecision({
+      epoch: 1,
+      holder: 'g',
+      at: new Date(0),
+      actions: stuck,
+      readings: [],
+      breakers: {},
+      halfOpenProbes: 1,
+      adaptiveLimits: {},
+      overrides: [],
+      retryAfterBaseMs: 5_000,
+    });
+    assert.equal(decision.retry_after_ms, 5_000, 'the delay at the threshold');
+    assert.deepEqual(parseDecision(decision), decision, 'a document the services can read');
   });
 
   it('tracks each scope of a signal on its own', () => {

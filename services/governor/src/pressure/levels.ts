@@ -111,7 +111,8 @@ export class PressureBook {
         for (const [action, priorities] of Object.entries(ACTIONS[threshold.level])) {
           for (const priority of priorities) sets[action as Action].add(priority);
         }
-        if (threshold.level === 'reject' && threshold.enterAt > 0) {
+        // A reading of nothing (NaN) keeps its level but says nothing of how far past it is.
+        if (threshold.level === 'reject' && threshold.enterAt > 0 && !Number.isNaN(reading.value)) {
           rejectOverload = Math.max(rejectOverload, reading.value / threshold.enterAt);
         }
       }
