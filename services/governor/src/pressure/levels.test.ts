@@ -76,8 +76,11 @@ describe('PressureBook', () => {
     const at = (value: number, ms: number) =>
       book.actions(book.assess([{ signal: 'p95_task_latency', scope: 'P0', value }], ms));
     assert.equal(at(20_000, 0).rejectOverload, 2);
-    const stuck = at(Number.NaN, 1_000);
-    assert.equal(stuck.level, 'reject', 'no reading keeps the level');
+    assert.equal(at(Number.NaN, 1_000).level, 'reject', 'no reading keeps the level');
+    // A level kept without any value measured (a reading of nothing as such).
+    const stuck = book.actions([
+      { signal: 'p95_task_latency', scope: 'P0', value: Number.NaN, level: 'reject' },
+    ]);
     assert.deepEqual(stuck.reject, [2, 3]);
     assert.ok(Number.isFinite(stuck.rejectOverload), `overload ${stuck.rejectOverload}`);
     const decision = composeDecision({
@@ -94,6 +97,34 @@ describe('PressureBook', () => {
     });
     assert.equal(decision.retry_after_ms, 5_000, 'the delay at the threshold');
     assert.deepEqual(parseDecision(decision), decision, 'a document the services can read');
+  });
+
+  it('publishes a level kept by a reading of nothing, so the next leader resumes it', () => {
+    // P0 steps wait and none starts: the P0 wait reads NaN and keeps its hold of P2 and P3.
+    const book = new PressureBook(DEFAULT_THRESHOLDS);
+    book.assess([{ signal: 'p95_task_latency', scope: 'P0', value: 20_000 }], 0);
+    const assessed = book.assess([{ signal: 'p95_task_latency', scope: 'P0', value: NaN }], 1_000);
+    assert.deepEqual(assessed, [
+      { signal: 'p95_task_latency', scope: 'P0', value: 20_000, level: 'hold_p2' },
+    ]);
+    const decision = composeDecision({
+      epoch: 1,
+      holder: 'g',
+      at: new Date(0),
+      actions: book.actions(assessed),
+      readings: assessed,
+      breakers: {},
+      halfOpenProbes: 1,
+      adaptiveLimits: {},
+      overrides: [],
+      retryAfterBaseMs: 5_000,
+    });
+    assert.deepEqual(decision.holds, [2, 3]);
+    const next = new PressureBook(DEFAULT_THRESHOLDS);
+    next.seed(parseDecision(decision).signals ?? [], 2_000);
+    const resumed = next.assess([{ signal: 'p95_task_latency', scope: 'P0', value: NaN }], 3_000);
+    assert.deepEqual(next.actions(resumed).holds, [2, 3], 'the next leader keeps the hold');
+    assert.equal(resumed[0]?.value, 20_000, 'and publishes it again');
   });
 
   it('tracks each scope of a signal on its own', () => {

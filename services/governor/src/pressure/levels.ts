@@ -33,7 +33,10 @@ export interface Reading {
   readonly value: number;
 }
 
-/** A reading with the level it left its signal at. */
+/**
+ * A reading with the level it left its signal at. A reading of nothing (NaN) carries the signal's
+ * last measured value, if any, so that the decision still publishes the level it keeps.
+ */
 export interface AssessedReading extends Reading {
   readonly level: PressureLevel;
 }
@@ -63,6 +66,8 @@ type Action = 'throttle' | 'degrade' | 'holds' | 'reject';
 /** The levels of every (signal, scope) seen, kept between ticks by the caller. */
 export class PressureBook {
   private readonly states = new Map<string, LevelState>();
+  /** The last measured value of each (signal, scope). */
+  private readonly lastValues = new Map<string, number>();
 
   constructor(private readonly table: ThresholdTable) {}
 
@@ -71,12 +76,14 @@ export class PressureBook {
    * governor neither drops a hold at once nor re-enters it from `normal`; their dwell restarts now.
    */
   seed(
-    levels: ReadonlyArray<{ signal: string; scope: string; level: string }>,
+    levels: ReadonlyArray<{ signal: string; scope: string; level: string; value?: number }>,
     nowMs: number,
   ): void {
-    for (const { signal, scope, level } of levels) {
+    for (const { signal, scope, level, value } of levels) {
       if (!(PRESSURE_LEVELS as readonly string[]).includes(level)) continue;
-      this.states.set(`${signal}\u0000${scope}`, { level: level as PressureLevel, sinceMs: nowMs });
+      const key = `${signal}\u0000${scope}`;
+      this.states.set(key, { level: level as PressureLevel, sinceMs: nowMs });
+      if (value !== undefined && Number.isFinite(value)) this.lastValues.set(key, value);
     }
   }
 
@@ -87,7 +94,14 @@ export class PressureBook {
       const before = this.states.get(key) ?? initialLevel(nowMs);
       const after = nextLevel(before, reading.value, nowMs, this.table[reading.signal]);
       this.states.set(key, after);
-      return { ...reading, level: after.level };
+      // A level kept by a reading of nothing is published with the last value measured: the
+      // decision's readings leave out values that are not finite, and a next leader resumes the
+      // levels of the readings it finds (`seed`), so it would drop the level kept.
+      if (!Number.isNaN(reading.value)) this.lastValues.set(key, reading.value);
+      const value = Number.isNaN(reading.value)
+        ? (this.lastValues.get(key) ?? reading.value)
+        : reading.value;
+      return { ...reading, value, level: after.level };
     });
   }
 
