@@ -198,7 +198,7 @@ describe('startPriorityPuller with a pull batch', () => {
     return { puller, finishFirst: () => finishFirst!() };
   }
 
-  it('takes a batch ahead of its slots, and no more than two batches of a priority', async () => {
+  it('takes a batch ahead of its slots, and no more than one batch of a priority', async () => {
     const js = jetstream(bus.nc());
     const info = () =>
       bus.jsm().consumers.info(catalog.streams.steps, catalog.consumers.step(RESOURCE, 3));
@@ -206,9 +206,9 @@ describe('startPriorityPuller with a pull batch', () => {
     const started: string[] = [];
     const { puller, finishFirst } = await startBusyPuller(js, started);
     try {
-      // Delivered and not acknowledged: the running step, a batch waiting here and at most one
-      // more batch in the client. Watched for a while, since it is a bound on what keeps coming.
-      const bound = 1 + 2 * PULL_BATCH;
+      // Delivered and not acknowledged: the running step and at most a batch waiting here (none
+      // waits unread in the client). Watched for a while, since it bounds what keeps coming.
+      const bound = 1 + PULL_BATCH;
       let mostDelivered = 0;
       for (let look = 0; look < 20; look += 1) {
         mostDelivered = Math.max(mostDelivered, (await info()).num_ack_pending);
@@ -228,7 +228,7 @@ describe('startPriorityPuller with a pull batch', () => {
     await bus
       .jsm()
       .streams.purge(catalog.streams.steps, { filter: catalog.subjects.step(RESOURCE, 3) });
-    // One step runs and one batch waits: nothing else exists that could be on its way.
+    // One step runs and at most a batch waits (the rest stays in the stream).
     await publishP3(js, 101, 101 + PULL_BATCH);
     const started: string[] = [];
     const { puller, finishFirst } = await startBusyPuller(js, started);
@@ -240,8 +240,9 @@ describe('startPriorityPuller with a pull batch', () => {
       const consumer = await bus
         .jsm()
         .consumers.info(catalog.streams.steps, catalog.consumers.step(RESOURCE, 3));
-      return consumer.num_pending === 0 && consumer.num_ack_pending === 1 + PULL_BATCH;
-    }, 'the running step and the waiting batch are delivered');
+      // Nothing on its way: no pull of this process is open, and what it took waits here.
+      return consumer.num_waiting === 0 && consumer.num_ack_pending > 1;
+    }, 'the running step and what waits for the slot are delivered');
     const stopping = puller.stop();
     finishFirst();
     await stopping;
@@ -274,5 +275,70 @@ describe('startPriorityPuller with a pull batch', () => {
       await other.stop();
     }
     assert.deepEqual([...new Set(next)].sort(), waitingHere);
+  });
+});
+
+describe('startPriorityPuller with steps longer than the ack wait', () => {
+  const ACK_WAIT_MS = 1_000;
+  const catalog = createBusCatalog(uniquePrefix('puller-ackwait'));
+  let nc: NatsConnection | undefined;
+  let jsm: JetStreamManager | undefined;
+  before(async () => {
+    nc = await connect({ servers: natsUrl() });
+    jsm = await jetstreamManager(nc);
+    await ensureTopology(jsm, catalog);
+    await ensureStepConsumers(jsm, catalog, RESOURCE, { ackWaitMs: ACK_WAIT_MS });
+  });
+  after(async () => {
+    await nc?.close();
+    await deletePrefixResources(natsUrl(), catalog.prefix);
+  });
+
+  it('delivers each message once while a full executor holds what it took ahead', async () => {
+    const js = jetstream(nc!);
+    const count = 4;
+    for (let i = 1; i <= count; i += 1) {
+      await publishDurable(
+        js,
+        catalog.subjects.step(RESOURCE, 3),
+        new TextEncoder().encode(`s${i}`),
+        {
+          msgID: `ackwait-s${i}`,
+        },
+      );
+    }
+    const handled: string[] = [];
+    // One slot and a batch of two: while a step runs (one and a half ack waits, kept alive as the
+    // step runner keeps it), the next ones wait for the slot.
+    const puller = await startPriorityPuller({
+      js,
+      catalog,
+      resource: RESOURCE,
+      slots: new Slots(1),
+      ackWaitMs: ACK_WAIT_MS,
+      pullBatch: 2,
+      log: quiet,
+      handle: async (message) => {
+        handled.push(`${message.string()}#${message.info.deliveryCount}`);
+        const beat = setInterval(() => message.working(), ACK_WAIT_MS / 4);
+        await new Promise((resolve) => setTimeout(resolve, 1.5 * ACK_WAIT_MS));
+        clearInterval(beat);
+        await message.ackAck();
+      },
+    });
+    const info = () =>
+      jsm!.consumers.info(catalog.streams.steps, catalog.consumers.step(RESOURCE, 3));
+    try {
+      await eventually(
+        async () => handled.length >= count && (await info()).num_ack_pending === 0,
+        'every step ran and nothing is left unacknowledged',
+      );
+      const consumer = await info();
+      assert.deepEqual(handled, ['s1#1', 's2#1', 's3#1', 's4#1']);
+      assert.equal(consumer.num_redelivered, 0);
+      assert.equal(consumer.delivered.consumer_seq, count, 'no message was delivered twice');
+    } finally {
+      await puller.stop();
+    }
   });
 });

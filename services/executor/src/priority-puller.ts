@@ -2,32 +2,39 @@
  * Pulls dispatched steps of one resource from its four priority consumers and hands them to a
  * handler only when a local slot is free, most urgent first.
  *
- * Each priority has its own durable consumer (JetStream work queues cannot reorder). One `consume()`
- * per priority asks for up to `pullBatch` messages per pull request, and its messages wait here in
- * arrival order until a slot frees; whenever one does, the highest priority that has a message
- * wins. P1–P3 start only while more slots than the urgent reserve are free (`Slots`), so a P0
- * arriving under a flood of long steps starts at once. Messages that wait here for a slot are kept
- * alive with `working()` so they do not age past the ack wait and get redelivered.
+ * Each priority has its own durable consumer (JetStream work queues cannot reorder). Each priority
+ * waits here for a slot, in arrival order, at most `pullBatch` messages; whenever a slot frees, the
+ * highest priority that has a message wins. P1–P3 start only while more slots than the urgent
+ * reserve are free (`Slots`), so a P0 arriving under a flood of long steps starts at once.
+ *
+ * A priority asks for no more than its queue has room for (one `fetch()` of that many, once at
+ * least half a batch is free), and reads every message of it into the queue as it comes, where
+ * `working()` keeps it alive: nothing delivered waits unread in the client. With `consume()`, a
+ * pull sent while the queue still had room went on delivering after it filled, and those
+ * messages, out of `working()`'s reach, aged past the ack wait behind long steps and were
+ * delivered again (to this executor too, which then held two copies and started both).
  *
  * Why a batch: a pull request per message was most of the executor's NATS traffic (one more write
- * and one more request for nats-server to serve per step). What a batch costs: a priority holds at
- * most `pullBatch` messages here and, while those wait, at most `pullBatch` more delivered into the
- * client, which `working()` cannot reach (a pump takes no more while its priority's queue is full);
- * those are redelivered after the ack wait if no slot frees by then, and a redelivery of a step
- * that has started meanwhile is refused as stale. Another executor of the resource could have run
- * what waits here, so the batch is kept below the slots (see `defaultPullBatch`). On stop, all of
- * it, here and in the client, is handed back (nak) for another executor, delivered again once this
- * process's pull requests have expired (see `handBack`); what is on its way as the pulls close
- * waits out the ack wait.
+ * and one more request for nats-server to serve per step). Another executor of the resource could
+ * have run what waits here, so the batch is kept below the slots (see `defaultPullBatch`). On
+ * stop, all of it is handed back (nak) for another executor, delivered again once this process's
+ * pull requests have expired (see `handBack`); what is on its way as the pulls close waits out the
+ * ack wait.
  */
 import type {
+  Consumer,
   ConsumerMessages,
   ConsumerNotification,
   JetStreamClient,
   JsMsg,
 } from '@nats-io/jetstream';
 import { PRIORITIES, Priority } from '@sluice/core';
-import { DEFAULT_PULL_EXPIRES_MS, type BusCatalog } from '@sluice/bus';
+import {
+  DEFAULT_PULL_EXPIRES_MS,
+  isHeartbeatsMissed,
+  isMissingTopologyError,
+  type BusCatalog,
+} from '@sluice/bus';
 import type { Logger } from '@sluice/telemetry';
 import type { Slots } from './slots.js';
 
@@ -38,14 +45,14 @@ export interface PriorityPullerOptions {
   readonly resource: string;
   readonly slots: Slots;
   readonly ackWaitMs: number;
-  /** Messages one pull request of a priority asks for; also how many of it may wait here (≥ 1). */
+  /** Messages of a priority that may wait here, and the most one pull request asks for (≥ 1). */
   readonly pullBatch: number;
   readonly log: Logger;
   /** Runs one message; the slot is released when it settles. Must not throw. */
   readonly handle: (message: JsMsg, priority: Priority) => Promise<void>;
   /**
    * A priority's consumer (or the whole stream) no longer exists, e.g. after the nats-server lost
-   * its store. `consume()` keeps asking whether it is back (every pull expiry) and resumes once it
+   * its store. The puller keeps asking whether it is back (a pull every second) and resumes once it
    * is, but never recreates it: the owner must.
    */
   readonly onConsumerMissing?: (priority: Priority, notice: ConsumerNotification['type']) => void;
@@ -91,46 +98,76 @@ export async function startPriorityPuller(options: PriorityPullerOptions): Promi
   const changed = () => new Promise<void>((resolve) => (notify = resolve));
   const drained = new Map<Priority, () => void>();
 
-  // Subscribe to every priority before returning, so a missing consumer fails the start.
-  const subscriptions: Array<[Priority, ConsumerMessages]> = await Promise.all(
-    PRIORITIES.map(async (priority): Promise<[Priority, ConsumerMessages]> => {
+  // Find every priority's consumer before returning, so a missing one fails the start.
+  const consumers: Array<[Priority, Consumer]> = await Promise.all(
+    PRIORITIES.map(async (priority): Promise<[Priority, Consumer]> => {
       const name = catalog.consumers.step(resource, priority);
-      const consumer = await js.consumers.get(catalog.streams.steps, name);
-      return [
-        priority,
-        await consumer.consume({
-          max_messages: pullBatch,
-          // Ask again once three quarters of a request have come, so that one stays open for what
-          // arrives next and each asks for several (nats.js reads 0 as "unset", hence at least 1).
-          threshold_messages: Math.max(1, Math.floor(pullBatch / 4)),
-          expires: DEFAULT_PULL_EXPIRES_MS,
-        }),
-      ];
+      return [priority, await js.consumers.get(catalog.streams.steps, name)];
     }),
   );
-  for (const [priority, messages] of subscriptions) {
-    void (async () => {
+  // Reports a priority's consumer missing, as a pull finds it.
+  const watchStatus = async (priority: Priority, messages: ConsumerMessages) => {
+    try {
       for await (const notice of messages.status()) {
         if (CONSUMER_MISSING.has(notice.type)) options.onConsumerMissing?.(priority, notice.type);
       }
-    })().catch((error: unknown) => log.warn({ err: error }, 'consumer status watch ended'));
-  }
-  const pumps = subscriptions.map(async ([priority, messages]) => {
+    } catch (error) {
+      log.warn({ err: error }, 'consumer status watch ended');
+    }
+  };
+  // Whether a priority's consumer exists (a missing one is reported; unsure counts as yes).
+  const consumerExists = async (priority: Priority, consumer: Consumer): Promise<boolean> => {
+    try {
+      await consumer.info();
+      return true;
+    } catch (error) {
+      if (!isMissingTopologyError(error)) return true;
+      options.onConsumerMissing?.(priority, 'consumer_not_found');
+      return false;
+    }
+  };
+  // Each priority's open pull, closed on stop.
+  const pulls = new Map<Priority, ConsumerMessages>();
+  // A pull is sent once at least this much of the batch is free (a pull per step while full).
+  const refill = Math.ceil(pullBatch / 2);
+  const pumps = consumers.map(async ([priority, consumer]) => {
     const queue = waiting.get(priority)!;
-    for await (const message of messages) {
-      if (stopped) {
-        handBack(message);
-        continue;
-      }
-      queue.push(message);
-      signal();
-      // Take no more from this priority while a batch of it waits here for slots.
-      while (!stopped && queue.length >= pullBatch) {
+    while (!stopped) {
+      while (!stopped && pullBatch - queue.length < refill) {
         await new Promise<void>((resolve) => drained.set(priority, resolve));
       }
+      if (stopped) break;
+      let failed = false;
+      try {
+        const messages = await consumer.fetch({
+          max_messages: pullBatch - queue.length,
+          expires: DEFAULT_PULL_EXPIRES_MS,
+        });
+        pulls.set(priority, messages);
+        void watchStatus(priority, messages);
+        // Every message is read as it comes (nothing here waits for a slot): no more come than
+        // the queue has room for, and in the queue `working()` reaches them.
+        for await (const message of messages) {
+          if (stopped) {
+            handBack(message);
+            continue;
+          }
+          queue.push(message);
+          signal();
+        }
+      } catch (error) {
+        // Anything but missed heartbeats is retried after a pause. A pull to a consumer that is
+        // gone gets no answer at all (2.9), only missed heartbeats: ask whether it still exists.
+        failed = isHeartbeatsMissed(error) ? !(await consumerExists(priority, consumer)) : true;
+        if (failed && !stopped && !isHeartbeatsMissed(error)) {
+          log.warn({ err: error, priority }, 'pull of step messages failed');
+        }
+      } finally {
+        pulls.delete(priority);
+      }
+      if (failed && !stopped) await new Promise((resolve) => setTimeout(resolve, PULL_RETRY_MS));
     }
   });
-
   // Keep buffered messages alive while they wait for a slot.
   const keepAlive = setInterval(
     () => {
@@ -169,21 +206,24 @@ export async function startPriorityPuller(options: PriorityPullerOptions): Promi
       clearInterval(keepAlive);
       // Stop taking deliveries first: a message handed back while a pull request of this process
       // is still open would be delivered straight back to it.
-      const closing = subscriptions.map(([, subscription]) => subscription.close());
-      // Then hand back what waits for a slot, and let the pumps hand back what the client holds
-      // (closing waits for them to get through it).
+      const closing = [...pulls.values()].map((messages) => messages.close());
+      // Then hand back what waits for a slot, and let the pumps hand back what the open pulls
+      // still bring (closing waits for them to get through it).
       for (const queue of waiting.values()) {
         for (const message of queue) handBack(message);
         queue.length = 0;
       }
       for (const resolve of drained.values()) resolve();
-      await Promise.all(closing);
+      await Promise.allSettled(closing);
       await dispatcher;
       await Promise.allSettled(pumps);
       await Promise.allSettled([...running]);
     },
   };
 }
+
+/** Pause before a priority pulls again after a failed pull (e.g. its consumer is missing). */
+const PULL_RETRY_MS = 1_000;
 
 /**
  * How long a message handed back on stop waits before it is delivered again: past the expiry of
