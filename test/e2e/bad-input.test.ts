@@ -250,7 +250,7 @@ describe('reading, watching and cancelling a task by id', () => {
  * (services/gateway/src/tasks/page-token.ts), with the position given: only that part is forged.
  */
 function forgedPageToken(position: { c: string; i: string }): string {
-  const token = { k: 'tasks.v1', ...position, f: '[null,null,null,null,null]' };
+  const token = { k: 'tasks.v1', ...position, t: '[null,null,null,null,null]' };
   return Buffer.from(JSON.stringify(token)).toString('base64url');
 }
 

@@ -3,8 +3,12 @@
  * pagination, stable while tasks are added), bound to the filters the page was listed with, so a
  * token cannot silently continue another listing (the API refuses it as INVALID_ARGUMENT).
  */
-import { isWithinTimestampRange } from '@sluice/api';
-import { isUuid, type TaskRecord } from '@sluice/db';
+import type { TaskRecord } from '@sluice/db';
+import {
+  decodeKeysetPageToken,
+  encodeKeysetPageToken,
+  type KeysetPosition,
+} from '../grpc/keyset-page-token.js';
 
 /** Marks a token as ours and versions its format. */
 const TOKEN_TAG = 'tasks.v1';
@@ -31,33 +35,13 @@ function listingOf(filters: TaskListingFilters): string {
 
 /** Encodes the position after `task` in the listing with `filters`. */
 export function encodePageToken(task: TaskRecord, filters: TaskListingFilters): string {
-  const value = {
-    k: TOKEN_TAG,
-    c: task.createdAt.toISOString(),
-    i: task.id,
-    f: listingOf(filters),
-  };
-  return Buffer.from(JSON.stringify(value), 'utf8').toString('base64url');
+  return encodeKeysetPageToken(TOKEN_TAG, task, listingOf(filters));
 }
 
 /**
  * The position a token names in the listing with `filters`; `null` when {@link encodePageToken}
  * did not make it for those filters.
  */
-export function decodePageToken(
-  token: string,
-  filters: TaskListingFilters,
-): { createdAt: Date; id: string } | null {
-  try {
-    const value = JSON.parse(Buffer.from(token, 'base64url').toString('utf8')) as unknown;
-    if (typeof value !== 'object' || value === null) return null;
-    const { k, c, i, f } = value as Record<string, unknown>;
-    if (k !== TOKEN_TAG || f !== listingOf(filters)) return null;
-    if (typeof c !== 'string' || typeof i !== 'string' || !isUuid(i)) return null;
-    const createdAt = new Date(c);
-    // A time Postgres cannot compare with (before year 1, say) failed the read: INTERNAL.
-    return isWithinTimestampRange(createdAt) ? { createdAt, id: i } : null;
-  } catch {
-    return null;
-  }
+export function decodePageToken(token: string, filters: TaskListingFilters): KeysetPosition | null {
+  return decodeKeysetPageToken(TOKEN_TAG, token, listingOf(filters));
 }
