@@ -45,18 +45,20 @@ export function loadEnvConfig<S extends EnvSchema>(
   return config as EnvConfig<S>;
 }
 
+/** Whether `value` is a URL with one of `protocols`. */
+function isUrlWithProtocol(value: string, protocols: readonly string[]): boolean {
+  try {
+    return protocols.includes(new URL(value).protocol);
+  } catch {
+    return false;
+  }
+}
+
 /** A URL with one of the given protocols. */
 export function urlVar(protocols: readonly string[], fallback?: string) {
-  const schema = z.string().refine(
-    (value) => {
-      try {
-        return protocols.includes(new URL(value).protocol);
-      } catch {
-        return false;
-      }
-    },
-    { message: `must be a URL with protocol ${protocols.join(' or ')}` },
-  );
+  const schema = z.string().refine((value) => isUrlWithProtocol(value, protocols), {
+    message: `must be a URL with protocol ${protocols.join(' or ')}`,
+  });
   return fallback === undefined ? schema : schema.default(fallback);
 }
 
@@ -65,13 +67,7 @@ export function urlVar(protocols: readonly string[], fallback?: string) {
  * a cluster, `nats://a:4222,nats://b:4222`); the text is kept as given, for the client to split.
  */
 export function urlListVar(protocols: readonly string[], fallback: string) {
-  const accepted = (value: string) => {
-    try {
-      return protocols.includes(new URL(value).protocol);
-    } catch {
-      return false;
-    }
-  };
+  const accepted = (value: string) => isUrlWithProtocol(value, protocols);
   return z
     .string()
     .default(fallback)
