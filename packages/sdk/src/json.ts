@@ -11,6 +11,11 @@ import { unstorableCharacter, type Json } from '@sluice/core';
 
 const LONE_SURROGATE_WORDS = 'a lone UTF-16 surrogate (half a character)';
 
+/** What a refusal of text Postgres cannot store names (see `unstorableCharacter`). */
+export function unstorableCharacterWords(kind: 'nul' | 'lone_surrogate'): string {
+  return kind === 'nul' ? 'the character U+0000 (NUL)' : LONE_SURROGATE_WORDS;
+}
+
 /** Deepest nesting a step's input or output may have (as the gateway allows for task input). */
 export const MAX_JSON_DEPTH = 32;
 
@@ -31,8 +36,7 @@ export function toJson(value: unknown): JsonCheck {
     if (typeof node === 'string') {
       const unstorable = unstorableCharacter(node);
       if (unstorable === undefined) return node;
-      const what = unstorable === 'nul' ? 'the character U+0000 (NUL)' : LONE_SURROGATE_WORDS;
-      problem.message = `${path} holds ${what}, which cannot be stored`;
+      problem.message = `${path} holds ${unstorableCharacterWords(unstorable)}, which cannot be stored`;
       return undefined;
     }
     if (typeof node === 'number') {

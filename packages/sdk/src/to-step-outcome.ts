@@ -15,7 +15,7 @@ import {
   unstorableCharacter,
 } from '@sluice/core';
 import type { StepDeclaration, TaskDefinition } from './define-task.js';
-import { toJson } from './json.js';
+import { toJson, unstorableCharacterWords } from './json.js';
 import { STEP_RESULT_TYPES } from './step-result.js';
 
 /** Longest approval prompt, in characters. */
@@ -96,10 +96,7 @@ function approvalOf(
   // outcomes would fail for every step in it, and the step would run again.
   const unstorable = unstorableCharacter(prompt);
   if (unstorable !== undefined) {
-    const what =
-      unstorable === 'nul'
-        ? 'the character U+0000 (NUL)'
-        : 'a lone UTF-16 surrogate (half a character)';
+    const what = unstorableCharacterWords(unstorable);
     return fail(`an approval prompt holding ${what}, which cannot be stored`);
   }
   if (
