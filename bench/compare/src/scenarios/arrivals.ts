@@ -91,7 +91,8 @@ export interface SendTimes {
 
 /**
  * Sends each job on its own at its `scheduledAt` (ascending), one `enqueue([job])` call each, not
- * waiting for earlier calls; resolves once every call was answered, rejects with the first failure.
+ * waiting for earlier calls; resolves once every call was answered. Once a call failed no more are
+ * made, and it rejects with that first failure when the calls made were answered.
  */
 export async function sendOpenLoop(
   system: QueueSystem,
@@ -101,16 +102,24 @@ export async function sendOpenLoop(
   const enqueueMs: number[] = [];
   const sendLagMs: number[] = [];
   const calls: Promise<void>[] = [];
+  // Each call's failure is caught as it happens: a rejection left unhandled until every send was
+  // made would end the whole bench process, before the run's teardown and report.
+  let failure: { readonly error: unknown } | undefined;
   let next = 0;
-  while (next < jobs.length) {
+  while (next < jobs.length && failure === undefined) {
     const now = epochNow();
     for (let job = jobs[next]; job !== undefined && (job.scheduledAt ?? 0) <= now;) {
       const calledAt = epochNow();
       sendLagMs.push(calledAt - (job.scheduledAt ?? calledAt));
       calls.push(
-        system.enqueue([job]).then(() => {
-          enqueueMs.push(epochNow() - calledAt);
-        }),
+        system.enqueue([job]).then(
+          () => {
+            enqueueMs.push(epochNow() - calledAt);
+          },
+          (error: unknown) => {
+            failure ??= { error };
+          },
+        ),
       );
       onSent?.(job);
       next += 1;
@@ -122,9 +131,8 @@ export async function sendOpenLoop(
       await new Promise((resolve) => setTimeout(resolve, Math.max(0, wait)));
     }
   }
-  const settled = await Promise.allSettled(calls);
-  const failed = settled.find((s): s is PromiseRejectedResult => s.status === 'rejected');
-  if (failed) throw failed.reason;
+  await Promise.all(calls);
+  if (failure !== undefined) throw failure.error;
   return { enqueueMs, sendLagMs };
 }
 
