@@ -50,6 +50,21 @@ export async function runBench(options: BenchOptions): Promise<BenchReport> {
       throw new Error(`unknown system ${name} (known: ${[...systems.keys()].join(', ')})`);
     }
   }
+  // A value for a system it does not know would be ignored (a typo in --rate-for: the latency
+  // scenarios paced by the default table instead).
+  const perSystem = [
+    ['--count-for', options.countFor],
+    ['--rate-for', options.rateFor],
+  ] as const;
+  for (const [flag, values] of perSystem) {
+    for (const name of Object.keys(values ?? {})) {
+      if (!systems.has(name)) {
+        throw new Error(
+          `${flag} names an unknown system ${name} (known: ${[...systems.keys()].join(', ')})`,
+        );
+      }
+    }
+  }
   for (const name of options.scenarios) {
     if (!SCENARIOS.has(name)) {
       throw new Error(`unknown scenario ${name} (known: ${[...SCENARIOS.keys()].join(', ')})`);

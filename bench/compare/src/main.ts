@@ -73,6 +73,12 @@ async function main(): Promise<number> {
     process.stdout.write(USAGE);
     return 0;
   }
+  // A second argument would be ignored: `drain end-to-end` ran drain alone, without a word.
+  if (positionals.length > 1) {
+    throw new Error(
+      `scenarios are one argument, comma-separated: ${positionals.join(',')}, not ${positionals.join(' ')}`,
+    );
+  }
   const which = positionals[0] ?? 'all';
   // Several in one command (e.g. drain,end-to-end) let the latency scenarios pace by drain's rates.
   const scenarios =
@@ -86,6 +92,8 @@ async function main(): Promise<number> {
     ?.split(',')
     .map((s) => s.trim())
     .filter((s) => s.length > 0) ?? [...known.keys()];
+  // Nothing to run would still replace the results with an empty report.
+  if (systems.length === 0) throw new Error('--systems names no system');
   const count = positiveInt(values.count, '--count');
   const countFor = perSystem(values['count-for'], '--count-for');
   const rateFor = perSystem(values['rate-for'], '--rate-for');
