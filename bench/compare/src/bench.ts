@@ -103,6 +103,7 @@ export async function runBench(options: BenchOptions): Promise<BenchReport> {
         for (const loadPercent of loads) {
           const drainRate = drainRateOf(systemName, options.rateFor ?? {}, results);
           const runs: ScenarioResult[] = [];
+          const warmUpRuns: ScenarioResult[] = [];
           for (let index = 0; index < warmUps + measured; index += 1) {
             const result = await scenario.run(create(), {
               count: options.countFor?.[systemName] ?? count,
@@ -116,9 +117,9 @@ export async function runBench(options: BenchOptions): Promise<BenchReport> {
             });
             const label = index < warmUps ? 'warm-up' : `run ${index - warmUps + 1}/${measured}`;
             if (warmUps + measured > 1) progress.log(`${summary(result)} (${label})`);
-            if (index >= warmUps) runs.push(result);
+            (index < warmUps ? warmUpRuns : runs).push(result);
           }
-          const result = combineRuns(runs, warmUps);
+          const result = combineRuns(runs, warmUpRuns);
           results.push(result);
           progress.log(summary(result));
         }

@@ -29,7 +29,7 @@ describe('median', () => {
 
 describe('combineRuns', () => {
   it('shows the median of each figure and notes the range', () => {
-    const combined = combineRuns([run(100), run(300), run(200)], 1);
+    const combined = combineRuns([run(100), run(300), run(200)], [run(50)]);
     assert.equal(combined.failure, undefined);
     assert.equal(combined.figures.find((f) => f.key === 'processing_rate')?.value, 200);
     assert.equal(combined.figures.find((f) => f.key === 'first_start_ms')?.value, 20);
@@ -41,6 +41,13 @@ describe('combineRuns', () => {
   it('fails the whole when one run failed, saying which', () => {
     const combined = combineRuns([run(100), run(0, '3 missing'), run(200)]);
     assert.equal(combined.failure, 'run 2 of 3: 3 missing');
+  });
+
+  it('fails the whole when a warm-up run lost or duplicated work, though its figures are discarded', () => {
+    const combined = combineRuns([run(100), run(300), run(200)], [run(0, '2 duplicated of 100')]);
+    assert.equal(combined.failure, 'warm-up run: 2 duplicated of 100');
+    const single = combineRuns([run(100)], [run(0, '1 missing of 100')]);
+    assert.equal(single.failure, 'warm-up run: 1 missing of 100');
   });
 
   it('passes a single run through', () => {

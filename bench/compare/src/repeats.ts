@@ -17,13 +17,28 @@ export function median(values: readonly number[]): number {
 /**
  * One result of `runs` (in the order they ran): the first failed run when any failed (noting
  * which), else the first run's result with each figure the median over the runs that have it, and
- * a note with the range of each. `warmUps` runs that went before were discarded (noted).
+ * a note with the range of each. The figures of the `warmUps` that went before are discarded
+ * (noted), but not what their ledgers found: a warm-up that lost or duplicated work fails the
+ * result as a measured run does.
  */
-export function combineRuns(runs: readonly ScenarioResult[], warmUps = 0): ScenarioResult {
+export function combineRuns(
+  runs: readonly ScenarioResult[],
+  warmUps: readonly ScenarioResult[] = [],
+): ScenarioResult {
   const first = runs[0];
   if (!first) throw new Error('no runs to combine');
   const warmUpNote =
-    warmUps > 0 ? [`${warmUps} warm-up run${warmUps === 1 ? '' : 's'} before, discarded`] : [];
+    warmUps.length > 0
+      ? [`${warmUps.length} warm-up run${warmUps.length === 1 ? '' : 's'} before, discarded`]
+      : [];
+  const failedWarmUp = warmUps.find((run) => run.failure !== undefined);
+  if (failedWarmUp !== undefined) {
+    return {
+      ...failedWarmUp,
+      failure: `warm-up run: ${failedWarmUp.failure}`,
+      notes: [...failedWarmUp.notes, ...warmUpNote],
+    };
+  }
   const failedAt = runs.findIndex((run) => run.failure !== undefined);
   if (failedAt >= 0) {
     const failed = runs[failedAt]!;
