@@ -50,6 +50,19 @@ describe('combineRuns', () => {
     assert.equal(single.failure, 'warm-up run: 1 missing of 100');
   });
 
+  it('takes a figure the first run lacks from the runs that have it, saying how many', () => {
+    const without = {
+      ...run(100),
+      figures: run(100).figures.filter((f) => f.key !== 'first_start_ms'),
+    };
+    const combined = combineRuns([without, run(300), run(200)]);
+    assert.equal(combined.figures.find((f) => f.key === 'first_start_ms')?.value, 25);
+    assert.ok(
+      combined.notes.some((n) => n.includes('start → first job 20.0–30.0 ms (2 of 3 runs)')),
+      combined.notes.join('\n'),
+    );
+  });
+
   it('passes a single run through', () => {
     assert.deepEqual(combineRuns([run(100)]), run(100));
   });

@@ -53,14 +53,21 @@ export function combineRuns(
   if (runs.length === 1) return { ...first, notes: [...first.notes, ...warmUpNote] };
   const figures: Figure[] = [];
   const ranges: string[] = [];
-  for (const figure of first.figures) {
+  // Every figure any run has, in the order first seen: one the first run lacks (a CPU window too
+  // short to close, a process role it did not see) is still the median of the runs that have it.
+  const keys = new Map<string, Figure>();
+  for (const figure of runs.flatMap((run) => run.figures)) {
+    if (!keys.has(figure.key)) keys.set(figure.key, figure);
+  }
+  for (const figure of keys.values()) {
     const values = runs
       .map((run) => run.figures.find((f) => f.key === figure.key)?.value)
       .filter((value): value is number => value !== undefined && Number.isFinite(value));
     if (values.length === 0) continue;
     figures.push({ ...figure, value: median(values) });
+    const some = values.length < runs.length ? ` (${values.length} of ${runs.length} runs)` : '';
     ranges.push(
-      `${figure.label} ${compact(Math.min(...values))}–${compact(Math.max(...values))}${figure.unit ? ` ${figure.unit}` : ''}`,
+      `${figure.label} ${compact(Math.min(...values))}–${compact(Math.max(...values))}${figure.unit ? ` ${figure.unit}` : ''}${some}`,
     );
   }
   return {
