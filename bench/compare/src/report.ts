@@ -45,6 +45,7 @@ export function markdown(report: BenchReport): string {
       `Postgres ${m.postgres} (${m.postgresCommit}), Redis ${m.redis}; load ${formatNumber(m.loadAtStart, 2)} at start, ` +
       `${formatNumber(m.loadAtEnd, 2)} at end; ${describeMemoryMonitor(m)}.`,
     '',
+    ...systemVersions(report.results),
   ];
   const skipped = report.skipped ?? [];
   const scenarios = [
@@ -102,6 +103,22 @@ export function markdown(report: BenchReport): string {
     lines.push('');
   }
   return `${lines.join('\n')}`;
+}
+
+/**
+ * One line naming each system measured with its versions (Sluice's commit, a peer's library): only
+ * drain's and three-step's tables have a column for them, and a report of other scenarios would
+ * not say what it measured.
+ */
+function systemVersions(results: readonly ScenarioResult[]): string[] {
+  const bySystem = new Map<string, string>();
+  for (const r of results) {
+    const text = versionsText(r.versions);
+    if (text !== '' && !bySystem.has(r.system.name)) bySystem.set(r.system.name, text);
+  }
+  if (bySystem.size === 0) return [];
+  const named = [...bySystem].map(([system, text]) => `${system}: ${text}`).join('; ');
+  return [`Versions: ${named}.`, ''];
 }
 
 /** `system (setting)`: how notes and charts name one result. */
