@@ -100,6 +100,7 @@ export {
   createTask,
   findTask,
   isUuid,
+  keepApprovalForRetry,
   listTaskEvents,
   listTasks,
   lockTask,

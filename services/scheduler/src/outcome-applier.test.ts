@@ -377,3 +377,123 @@ describe('outcome applier: a branch still running when its task was retried', ()
     assert.deepEqual({ ...join }, { status: 'ready', input: { outputs: ['a', 'b'] } });
   });
 });
+
+describe('outcome applier: a cancel requested while the step ran', () => {
+  const twoSteps: TaskTypeManifest = {
+    name: 'two-steps',
+    version: 1,
+    description: '',
+    inputSchema: { type: 'object' },
+    firstStep: 'first',
+    steps: ['first', 'second', 'a', 'b', 'join'].map((name) => ({
+      name,
+      resource: 'llm',
+      timeoutMs: 1_000,
+      maxAttempts: 1,
+    })),
+  };
+  const log = createLogger({ service: 'outcome-applier-test', level: 'silent' });
+
+  /** A running task with a cancel requested whose first step ended with `outcome`. */
+  async function cancelRequestedWith(outcome: StepOutcome) {
+    await registerTaskType(handle.db, twoSteps);
+    const { task } = await createTask(handle.db, {
+      tenantId: 'acme',
+      taskType: twoSteps,
+      priority: 2,
+      input: {},
+    });
+    await handle.sql`
+      update tasks set status = 'running', started_at = now(), cancel_requested = true
+      where id = ${task.id}`;
+    await handle.sql`
+      update task_steps
+      set status = 'succeeded', attempts = 1, finished_at = now(),
+          outcome = ${JSON.stringify(outcome)}::jsonb
+      where task_id = ${task.id}`;
+    return task;
+  }
+
+  /** Applies, settles, checks the task ended cancelled, and retries it as RetryTask does. */
+  async function cancelThenRetry(task: Awaited<ReturnType<typeof cancelRequestedWith>>) {
+    await applyAll(createMetrics());
+    await settleBatch({ db: handle.db, log, batchSize: 10 });
+    assert.equal(await statusOf(task.id), 'cancelled');
+    await handle.db.transaction(async (tx) => {
+      const retried = await applyTransition(tx, { taskId: task.id, event: { type: 'retry' } });
+      assert.ok(retried.ok);
+      await rerunUnfinishedSteps(tx, { ...task, attempt: 2 });
+    });
+    await settleBatch({ db: handle.db, log, batchSize: 10 });
+  }
+
+  async function readySteps(taskId: string): Promise<string[]> {
+    const rows = await handle.sql<{ name: string }[]>`
+      select name from task_steps where task_id = ${taskId} and status = 'ready' order by seq`;
+    return rows.map((row) => row.name);
+  }
+
+  it('runs the next step the ended step asked for when the cancelled task is retried', async () => {
+    const task = await cancelRequestedWith({ type: 'next', output: 1, step: 'second', input: {} });
+    await cancelThenRetry(task);
+    // The step that asked for `second` succeeded and is not run again; without `second` the
+    // retried task has nothing to run and stays queued for ever.
+    assert.equal(await statusOf(task.id), 'queued');
+    assert.deepEqual(await readySteps(task.id), ['second']);
+  });
+
+  it('runs the join of a fan-out whose last branch completed when the cancelled task is retried', async () => {
+    await registerTaskType(handle.db, twoSteps);
+    const { task } = await createTask(handle.db, {
+      tenantId: 'acme',
+      taskType: twoSteps,
+      priority: 2,
+      input: {},
+    });
+    await handle.sql`update tasks set status = 'running', started_at = now() where id = ${task.id}`;
+    await handle.sql`
+      update task_steps
+      set status = 'succeeded', attempts = 1, finished_at = now(),
+          outcome = ${JSON.stringify({
+            type: 'fanOut',
+            output: null,
+            branches: [
+              { step: 'a', input: {} },
+              { step: 'b', input: {} },
+            ],
+            join: 'join',
+          })}::jsonb
+      where task_id = ${task.id}`;
+    await applyAll(createMetrics());
+    // `a` completed its branch; `b` completes its own just after the cancel is requested.
+    await handle.sql`
+      update task_steps set status = 'succeeded', attempts = 1, finished_at = now(),
+        outcome = ${JSON.stringify({ type: 'complete', output: 'a' })}::jsonb
+      where task_id = ${task.id} and name = 'a'`;
+    await applyAll(createMetrics());
+    await handle.sql`update tasks set cancel_requested = true where id = ${task.id}`;
+    await handle.sql`
+      update task_steps set status = 'succeeded', attempts = 1, finished_at = now(),
+        outcome = ${JSON.stringify({ type: 'complete', output: 'b' })}::jsonb
+      where task_id = ${task.id} and name = 'b'`;
+    await cancelThenRetry(task);
+    assert.equal(await statusOf(task.id), 'queued');
+    assert.deepEqual(await readySteps(task.id), ['join']);
+  });
+
+  it('asks for the approval the ended step wanted when the cancelled task is retried', async () => {
+    const task = await cancelRequestedWith({
+      type: 'awaitApproval',
+      output: 1,
+      prompt: 'Send it?',
+      timeoutMs: 60_000,
+      onTimeout: 'cancel',
+      then: { type: 'next', step: 'second', input: {} },
+    });
+    await cancelThenRetry(task);
+    const [row] = await handle.sql<{ status: string; approval: { prompt: string } | null }[]>`
+      select status, approval from tasks where id = ${task.id}`;
+    assert.equal(row?.status, 'waiting_approval');
+    assert.equal(row?.approval?.prompt, 'Send it?');
+  });
+});

@@ -8,7 +8,8 @@
  *   budget may push it later), goes to the step's repair step after a `schema_validation` failure
  *   when it declares one, and otherwise fails the task (with a dead letter when attempts ran out or
  *   another path wrote one) and aborts its other steps;
- * - while a cancel is requested, outcomes start nothing: the settler ends the task once nothing runs.
+ * - while a cancel is requested, outcomes start nothing: the settler ends the task once nothing runs;
+ *   what they asked for is kept for a retry (steps added cancelled, an approval kept on the task).
  *
  * Each outcome is applied in a `sluice.scheduler.apply_outcome` span of its task's trace, with its
  * transitions and scheduled retries as span events (task-trace.ts).
@@ -35,6 +36,7 @@ import {
   findTaskType,
   hasOtherActiveSteps,
   insertDeadLetter,
+  keepApprovalForRetry,
   scheduleStepRetry,
   cancelWaitingSteps,
   joinIfComplete,
@@ -295,8 +297,53 @@ async function applyOne(
     return NOTHING;
   }
   const completesTask = outcome.type === 'complete' && !isBranch;
-  if (task.cancelRequested && !completesTask) return NOTHING; // the settler ends it once idle
+  if (task.cancelRequested && !completesTask) return keepForRetry(tx, task, recorded, deps);
+  return applyToRunning(tx, task, recorded, deps);
+}
 
+/**
+ * An outcome of a task whose cancel was requested while its step ran starts nothing: the settler
+ * ends the task once nothing of it runs. What the outcome asked for is kept for a retry, which runs
+ * the task's failed and cancelled steps again but never a succeeded one (so the step that asked is
+ * not asked again): the steps a continuation adds (a next step, branches, a join) are added and
+ * cancelled at once, as a cancel a moment later would have found them, and an approval asked for
+ * stays on the task, which a retry asks again. A failed step needs nothing: a retry runs it again.
+ */
+async function keepForRetry(
+  tx: Transaction,
+  task: TaskRecord,
+  recorded: UnappliedOutcome,
+  deps: ApplyDeps,
+): Promise<Applied> {
+  const { outcome } = recorded;
+  switch (outcome.type) {
+    case 'next':
+    case 'fanOut':
+    case 'complete': {
+      const applied = await applyToRunning(tx, task, recorded, deps);
+      await cancelWaitingSteps(tx, task.id);
+      return { ...applied, stepsAdded: false };
+    }
+    case 'awaitApproval':
+      // A branch may not wait for an approval: that fails the task, cancel or not.
+      if (recorded.fanOutOf !== null) return applyToRunning(tx, task, recorded, deps);
+      await keepApprovalForRetry(tx, task.id, pendingApprovalOf(recorded, outcome));
+      return NOTHING;
+    default:
+      return NOTHING;
+  }
+}
+
+/** Applies the outcome of a step of a running task (`task`, locked) by what it asks for. */
+async function applyToRunning(
+  tx: Transaction,
+  task: TaskRecord,
+  recorded: UnappliedOutcome,
+  deps: ApplyDeps,
+): Promise<Applied> {
+  const { log } = deps;
+  const { outcome } = recorded;
+  const isBranch = recorded.fanOutOf !== null;
   const base = { taskId: task.id, step: recorded.name };
   switch (outcome.type) {
     case 'cancelled':
@@ -345,15 +392,7 @@ async function applyOne(
           log,
         );
       }
-      const approval: PendingApproval = {
-        prompt: outcome.prompt,
-        step: recorded.name,
-        timeoutMs: outcome.timeoutMs,
-        onTimeout: outcome.onTimeout,
-        deadline: new Date(Date.now() + outcome.timeoutMs).toISOString(),
-        then: outcome.then,
-        originSeq: recorded.seq,
-      };
+      const approval = pendingApprovalOf(recorded, outcome);
       if (task.pauseRequested) {
         // The step ended while a pause was requested: the task pauses, its approval pending; the
         // deadline starts when a resume makes it wait for the approval again.
@@ -381,6 +420,22 @@ async function applyOne(
     default:
       return assertNever(outcome);
   }
+}
+
+/** The approval an `awaitApproval` outcome asks for, its deadline counted from now. */
+function pendingApprovalOf(
+  recorded: UnappliedOutcome,
+  outcome: Extract<UnappliedOutcome['outcome'], { type: 'awaitApproval' }>,
+): PendingApproval {
+  return {
+    prompt: outcome.prompt,
+    step: recorded.name,
+    timeoutMs: outcome.timeoutMs,
+    onTimeout: outcome.onTimeout,
+    deadline: new Date(Date.now() + outcome.timeoutMs).toISOString(),
+    then: outcome.then,
+    originSeq: recorded.seq,
+  };
 }
 
 /**

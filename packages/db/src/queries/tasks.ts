@@ -5,7 +5,7 @@ import { and, asc, desc, eq, gt, gte, lt, or, sql } from 'drizzle-orm';
 import { SluiceError, type Json, type Priority, type TaskStatus } from '@sluice/core';
 import type { Database, Executor } from '../client.js';
 import { recordOf } from '../raw-rows.js';
-import { taskEvents, tasks } from '../schema.js';
+import { taskEvents, tasks, type PendingApproval } from '../schema.js';
 import { idList } from './batch-input.js';
 import type { IdempotencyTombstone } from './retention.js';
 import { submitTasks } from './task-batch.js';
@@ -100,6 +100,22 @@ export async function lockTask(
 ): Promise<TaskRecord | undefined> {
   const rows = await executor.select().from(tasks).where(eq(tasks.id, taskId)).for('update');
   return rows[0];
+}
+
+/**
+ * Keeps the approval a step asked for on a task whose cancel was requested while the step ran: the
+ * task does not wait for it (it ends cancelled), but a retry asks for it again, as it does for a
+ * task cancelled while it waited. Call with the task row locked.
+ */
+export async function keepApprovalForRetry(
+  executor: Executor,
+  taskId: string,
+  approval: PendingApproval,
+): Promise<void> {
+  await executor
+    .update(tasks)
+    .set({ approval, version: sql`${tasks.version} + 1`, updatedAt: sql`now()` })
+    .where(eq(tasks.id, taskId));
 }
 
 /**
