@@ -497,3 +497,94 @@ describe('outcome applier: a cancel requested while the step ran', () => {
     assert.equal(row?.approval?.prompt, 'Send it?');
   });
 });
+
+describe('outcome applier: a branch that went on after its task stopped running', () => {
+  const branching: TaskTypeManifest = {
+    name: 'branching',
+    version: 1,
+    description: '',
+    inputSchema: { type: 'object' },
+    firstStep: 'split',
+    steps: ['split', 'a', 'b', 'b2', 'join'].map((name) => ({
+      name,
+      resource: 'llm',
+      timeoutMs: 1_000,
+      maxAttempts: 1,
+    })),
+  };
+  const denied = { errorClass: 'permission_denied', message: '403', retryable: false } as const;
+
+  async function record(taskId: string, name: string, status: string, outcome: StepOutcome) {
+    await handle.sql`
+      update task_steps
+      set status = ${status}, attempts = attempts + 1, finished_at = now(),
+          outcome = ${JSON.stringify(outcome)}::jsonb
+      where task_id = ${taskId} and name = ${name} and not superseded and status = 'running'`;
+  }
+
+  /** A task whose fan-out runs `a` and `b`; `a` has failed it for good while `b` ran. */
+  async function failedWhileBranchRuns() {
+    await registerTaskType(handle.db, branching);
+    const { task } = await createTask(handle.db, {
+      tenantId: 'acme',
+      taskType: branching,
+      priority: 2,
+      input: {},
+    });
+    await handle.sql`update tasks set status = 'running', started_at = now() where id = ${task.id}`;
+    await handle.sql`update task_steps set status = 'running' where task_id = ${task.id}`;
+    await record(task.id, 'split', 'succeeded', {
+      type: 'fanOut',
+      output: null,
+      branches: [
+        { step: 'a', input: {} },
+        { step: 'b', input: {} },
+      ],
+      join: 'join',
+    });
+    await applyAll(createMetrics());
+    await handle.sql`update task_steps set status = 'running' where task_id = ${task.id} and fan_out_of = 1`;
+    await record(task.id, 'a', 'failed', { type: 'failed', error: denied });
+    await applyAll(createMetrics());
+    assert.equal(await statusOf(task.id), 'failed_terminal');
+    return task;
+  }
+
+  async function retry(task: { id: string; tenantId: string; priority: number }) {
+    await handle.db.transaction(async (tx) => {
+      const retried = await applyTransition(tx, { taskId: task.id, event: { type: 'retry' } });
+      assert.ok(retried.ok);
+      await rerunUnfinishedSteps(tx, { ...task, attempt: 2 });
+    });
+  }
+
+  async function readySteps(taskId: string): Promise<string[]> {
+    const rows = await handle.sql<{ name: string }[]>`
+      select name from task_steps where task_id = ${taskId} and status = 'ready' order by seq`;
+    return rows.map((row) => row.name);
+  }
+
+  it('runs the next step of the branch when the failed task is retried', async () => {
+    const task = await failedWhileBranchRuns();
+    // `b` finished before its abort came: it asks for `b2` in its branch.
+    await record(task.id, 'b', 'succeeded', { type: 'next', output: 1, step: 'b2', input: {} });
+    await applyAll(createMetrics());
+    assert.equal(await statusOf(task.id), 'failed_terminal', 'the failed task stays failed');
+    assert.deepEqual(await readySteps(task.id), []);
+    await retry(task);
+    // Without `b2` the branch never completes and the join never starts: running for ever.
+    assert.deepEqual(await readySteps(task.id), ['a', 'b2']);
+  });
+
+  it('runs the next step of the branch in the new attempt when it ends after a retry', async () => {
+    const task = await failedWhileBranchRuns();
+    await retry(task);
+    assert.equal(await statusOf(task.id), 'queued');
+    await record(task.id, 'b', 'succeeded', { type: 'next', output: 1, step: 'b2', input: {} });
+    await applyAll(createMetrics());
+    assert.deepEqual(await readySteps(task.id), ['a', 'b2']);
+    const [b2] = await handle.sql<{ task_attempt: number; fan_out_of: number }[]>`
+      select task_attempt, fan_out_of from task_steps where task_id = ${task.id} and name = 'b2'`;
+    assert.deepEqual({ ...b2 }, { task_attempt: 2, fan_out_of: 1 });
+  });
+});

@@ -288,6 +288,9 @@ async function applyOne(
     return { stepsAdded: rerun.length > 0, abortTask: false };
   }
   if (task.status !== 'running') {
+    if (outcome.type === 'next' && task.status !== 'succeeded') {
+      return continueStoppedTask(tx, task, recorded, outcome, log);
+    }
     // The task moved on while the step ran (a sibling failed it, or it was cancelled while
     // queued): the outcome stays on the step row for the record; the task's state stands.
     log.info(
@@ -299,6 +302,40 @@ async function applyOne(
   const completesTask = outcome.type === 'complete' && !isBranch;
   if (task.cancelRequested && !completesTask) return keepForRetry(tx, task, recorded, deps);
   return applyToRunning(tx, task, recorded, deps);
+}
+
+/**
+ * A step that asked for its next step (a fan-out branch going on) when its task was no longer
+ * running: a sibling had failed the task, which a retry may have queued again since. The step
+ * succeeded, so no retry runs it again; without its next step its branch would never complete and
+ * the fan-out never join. The next step is added in the task's current attempt: ready when the
+ * task is to run again (it runs with the task), cancelled at once when the task is final (a retry
+ * runs it). No transition: the task's state stands.
+ */
+async function continueStoppedTask(
+  tx: Transaction,
+  task: TaskRecord,
+  recorded: UnappliedOutcome,
+  outcome: Extract<UnappliedOutcome['outcome'], { type: 'next' }>,
+  log: Logger,
+): Promise<Applied> {
+  const started = await startContinuation(
+    tx,
+    task,
+    { type: 'next', step: outcome.step, input: outcome.input },
+    { seq: recorded.seq, fanOutOf: recorded.fanOutOf, branchIndex: recorded.branchIndex },
+  );
+  if (!started.ok) {
+    log.warn(
+      { task_id: task.id, step: recorded.name, status: task.status, reason: started.reason },
+      'next step of a task no longer running not started',
+    );
+    return NOTHING;
+  }
+  const final = isTaskStatus(task.status) && isFinalStatus(task.status);
+  // A final task has no other waiting steps (its end cancelled them): only the ones added here.
+  if (final) await cancelWaitingSteps(tx, task.id);
+  return { stepsAdded: !final, abortTask: false };
 }
 
 /**
