@@ -588,3 +588,93 @@ describe('outcome applier: a branch that went on after its task stopped running'
     assert.deepEqual({ ...b2 }, { task_attempt: 2, fan_out_of: 1 });
   });
 });
+
+describe('outcome applier: a branch of an earlier attempt that failed after the retry', () => {
+  const branching: TaskTypeManifest = {
+    name: 'branching-failure',
+    version: 1,
+    description: '',
+    inputSchema: { type: 'object' },
+    firstStep: 'split',
+    steps: ['split', 'a', 'b', 'join'].map((name) => ({
+      name,
+      resource: 'llm',
+      timeoutMs: 1_000,
+      maxAttempts: 1,
+    })),
+  };
+  const denied = { errorClass: 'permission_denied', message: '403', retryable: false } as const;
+
+  async function record(taskId: string, seq: number, status: string, outcome: StepOutcome) {
+    await handle.sql`
+      update task_steps
+      set status = ${status}, attempts = attempts + 1, finished_at = now(),
+          outcome = ${JSON.stringify(outcome)}::jsonb
+      where task_id = ${taskId} and seq = ${seq}`;
+  }
+
+  /** A fan-out task whose branch `a` (seq 2) failed it; retried while `b` (seq 3) still ran. */
+  async function retriedWhileBranchRuns() {
+    await registerTaskType(handle.db, branching);
+    const { task } = await createTask(handle.db, {
+      tenantId: 'acme',
+      taskType: branching,
+      priority: 2,
+      input: {},
+    });
+    await handle.sql`update tasks set status = 'running', started_at = now() where id = ${task.id}`;
+    await record(task.id, 1, 'succeeded', {
+      type: 'fanOut',
+      output: null,
+      branches: [
+        { step: 'a', input: {} },
+        { step: 'b', input: {} },
+      ],
+      join: 'join',
+    });
+    await applyAll(createMetrics());
+    await handle.sql`update task_steps set status = 'running' where task_id = ${task.id} and seq in (2, 3)`;
+    await record(task.id, 2, 'failed', { type: 'failed', error: denied });
+    await applyAll(createMetrics());
+    assert.equal(await statusOf(task.id), 'failed_terminal');
+    await handle.db.transaction(async (tx) => {
+      const retried = await applyTransition(tx, { taskId: task.id, event: { type: 'retry' } });
+      assert.ok(retried.ok);
+      assert.deepEqual(await rerunUnfinishedSteps(tx, { ...task, attempt: 2 }), ['a']);
+    });
+    return task;
+  }
+
+  async function stepsOf(taskId: string) {
+    const rows = await handle.sql<{ name: string; status: string; task_attempt: number }[]>`
+      select name, status, task_attempt from task_steps
+      where task_id = ${taskId} and not superseded and seq > 3 order by seq`;
+    return rows.map((row) => ({ ...row }));
+  }
+
+  it('runs it again in the new attempt when it fails while the task is queued', async () => {
+    const task = await retriedWhileBranchRuns();
+    // `b` fails on its own before its abort came.
+    await record(task.id, 3, 'failed', { type: 'failed', error: denied });
+    await applyAll(createMetrics());
+    assert.equal(await statusOf(task.id), 'queued');
+    assert.deepEqual(await stepsOf(task.id), [
+      { name: 'a', status: 'ready', task_attempt: 2 },
+      { name: 'b', status: 'ready', task_attempt: 2 },
+    ]);
+  });
+
+  it('runs it again in the new attempt, not failing it, when it fails while the task runs', async () => {
+    const task = await retriedWhileBranchRuns();
+    // The new attempt has started `a` again when the old `b` fails.
+    await handle.sql`update tasks set status = 'running' where id = ${task.id}`;
+    await handle.sql`update task_steps set status = 'running' where task_id = ${task.id} and seq = 4`;
+    await record(task.id, 3, 'failed', { type: 'failed', error: denied });
+    await applyAll(createMetrics());
+    assert.equal(await statusOf(task.id), 'running', 'the old attempt failure fails nothing now');
+    assert.deepEqual(await stepsOf(task.id), [
+      { name: 'a', status: 'running', task_attempt: 2 },
+      { name: 'b', status: 'ready', task_attempt: 2 },
+    ]);
+  });
+});

@@ -280,10 +280,11 @@ async function applyOne(
   const { log } = deps;
   const { outcome } = recorded;
   const isBranch = recorded.fanOutOf !== null;
-  if (isStrayCancel(task, recorded)) {
+  if (isStrayStop(task, recorded)) {
     // A step of an earlier attempt, still running when a retry started this one (a sibling branch
-    // had failed the task), stopped by its abort: the retry could not run it again then, and
-    // nothing else would (a fan-out would wait for its join for ever). It runs again now.
+    // had failed the task), stopped by its abort or failed on its own: the retry could not run it
+    // again then, and nothing else would (a fan-out would wait for its join for ever); nor may a
+    // failure of the attempt the retry ended fail the new one. It runs again now.
     const rerun = await rerunUnfinishedSteps(tx, task, [recorded.stepId]);
     return { stepsAdded: rerun.length > 0, abortTask: false };
   }
@@ -476,13 +477,13 @@ function pendingApprovalOf(
 }
 
 /**
- * Whether a step stopped by a cancel belongs to an attempt before its task's current one, which
- * goes on (not finished, no cancel requested): the step must run again in the current attempt.
- * A finished task's next retry runs the step again itself.
+ * Whether a step that stopped (cancelled, or failed) belongs to an attempt before its task's
+ * current one, which goes on (not finished, no cancel requested): the step must run again in the
+ * current attempt. A finished task's next retry runs the step again itself.
  */
-function isStrayCancel(task: TaskRecord, recorded: UnappliedOutcome): boolean {
+function isStrayStop(task: TaskRecord, recorded: UnappliedOutcome): boolean {
   return (
-    recorded.outcome.type === 'cancelled' &&
+    (recorded.outcome.type === 'cancelled' || recorded.outcome.type === 'failed') &&
     recorded.taskAttempt < task.attempt &&
     !task.cancelRequested &&
     !(isTaskStatus(task.status) && isFinalStatus(task.status))
