@@ -286,4 +286,31 @@ describe('queueStanding', () => {
     );
     assert.ok(older.created);
   });
+
+  it('counts only the steps and admissions of its own resource, which admission keeps apart', async () => {
+    await handle.sql`update task_steps set status = 'cancelled' where status = 'ready'`;
+    const make = (priority: 0 | 2, resource: string) =>
+      createTask(handle.db, {
+        tenantId: 'acme',
+        taskType: manifest,
+        priority,
+        input: { p: priority, resource },
+      }).then(async ({ task }) => {
+        await handle.sql`update task_steps set resource = ${resource} where task_id = ${task.id}`;
+        return task;
+      });
+    // Older steps of its priority on another resource: admitted under that resource's own limit,
+    // never in this one's place.
+    const others = [await make(2, 'tool:http'), await make(2, 'tool:http')];
+    await make(0, 'llm');
+    const mine = await make(2, 'llm');
+    const before = await queueStanding(handle.db, mine.id);
+    assert.equal(before?.ahead, 1, 'only the P0 llm step is ahead');
+    // Admissions of the other resource say nothing of how fast llm steps are admitted.
+    await handle.sql`
+      update task_steps set status = 'dispatched', dispatch_count = 1, dispatched_at = now()
+      where task_id in ${handle.sql(others.map((task) => task.id))}`;
+    const after = await queueStanding(handle.db, mine.id);
+    assert.equal(after?.admittedRecently, before?.admittedRecently);
+  });
 });

@@ -13,9 +13,12 @@ export const ADMISSION_RATE_WINDOW_MS = 5 * 60 * 1_000;
 export interface QueueStanding {
   /** The resource of the task's next step (what a breaker or a limit keeps it from). */
   readonly resource: string;
-  /** Ready, due steps admitted before the task's next step (more urgent, or older of its priority). */
+  /**
+   * Ready, due steps of its resource admitted before the task's next step (more urgent, or older of
+   * its priority).
+   */
   readonly ahead: number;
-  /** Steps of the task's priority dispatched within {@link ADMISSION_RATE_WINDOW_MS}. */
+  /** Steps of the task's priority and resource dispatched within {@link ADMISSION_RATE_WINDOW_MS}. */
   readonly admittedRecently: number;
 }
 
@@ -32,13 +35,15 @@ export async function queueStanding(
       order by due_at, id limit 1
     )
     select mine.resource,
+      -- Admission is per resource (its own limit): steps of another resource are never admitted
+      -- in this one's place, nor do their admissions say how fast this one's are.
       (select count(*)::int from task_steps s
-        where s.status = 'ready' and s.due_at <= now()
+        where s.status = 'ready' and s.due_at <= now() and s.resource = mine.resource
           and (s.priority < mine.priority
                or (s.priority = mine.priority and (s.due_at, s.id) < (mine.due_at, mine.id)))
       ) as ahead,
       (select count(*)::int from task_steps s
-        where s.priority = mine.priority
+        where s.priority = mine.priority and s.resource = mine.resource
           -- A range of the activity index (a step dispatched since then was active since then),
           -- then the dispatches themselves.
           and ${latestStepActivity('s')} > ${since}
