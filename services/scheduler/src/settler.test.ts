@@ -192,3 +192,27 @@ describe('settler: a fan-out branch waiting out its backoff', () => {
     );
   });
 });
+
+describe('settler: a running task whose cancel was requested', () => {
+  it('ends it cancelled once nothing runs, still naming the step it was stopped at (a retry runs it first)', async () => {
+    const { task: created } = await createTask(handle.db, {
+      tenantId: 'acme',
+      taskType: manifest,
+      priority: 2,
+      input: {},
+    });
+    const taskId = created.id;
+    await handle.sql`
+      update tasks set status = 'running', started_at = now(), current_step = 'split',
+        cancel_requested = true
+      where id = ${taskId}`;
+    // The running step was stopped by its abort.
+    await record(taskId, 1, { type: 'cancelled' });
+    await handle.sql`update task_steps set status = 'cancelled' where task_id = ${taskId} and seq = 1`;
+    await applyAll();
+    await settleAll();
+    const [row] = await handle.sql<{ status: string; current_step: string | null }[]>`
+      select status, current_step from tasks where id = ${taskId}`;
+    assert.deepEqual(row, { status: 'cancelled', current_step: 'split' });
+  });
+});

@@ -65,7 +65,9 @@ async function settleOne(tx: Transaction, taskId: string, log: Logger): Promise<
     await inTaskTrace(task, SPAN_SETTLE, {}, async () => {
       await cancelWaitingSteps(tx, task.id);
       await closeTimers(tx, task.id);
-      await apply({ taskId, event: { type: 'cancel_completed' }, patch: { currentStep: null } });
+      // The task keeps the step it was stopped at, as a failed task keeps the one that failed:
+      // it says where the task ended, and it is the step a retry runs first.
+      await apply({ taskId, event: { type: 'cancel_completed' } });
     });
   } else if (task.status === 'running' && task.pauseRequested) {
     await inTaskTrace(task, SPAN_SETTLE, {}, () =>
