@@ -5,5 +5,6 @@
 import { register } from 'tsx/esm/api';
 
 register();
-const { runCli } = await import('../src/main.ts');
+const { exitQuietlyOnClosedOutput, runCli } = await import('../src/main.ts');
+exitQuietlyOnClosedOutput();
 process.exitCode = await runCli(process.argv.slice(2));

@@ -15,6 +15,8 @@ export const ExitCode = {
   Usage: 2,
   /** Ctrl-C (128 + SIGINT), as shells report it. */
   Interrupted: 130,
+  /** The reader of the output went away (`sluice … | head -1`): 128 + SIGPIPE, as shells say. */
+  BrokenPipe: 141,
 } as const;
 export type ExitCode = (typeof ExitCode)[keyof typeof ExitCode];
 

@@ -1,7 +1,8 @@
 /**
  * `sluice` — the command-line client of the Sluice gRPC API: finds the command, parses its
  * arguments, runs it with lazily created clients and turns every failure into a message and an
- * exit code (0 success, 1 refused by the server or the task failed, 2 usage, 130 Ctrl-C).
+ * exit code (0 success, 1 refused by the server or the task failed, 2 usage, 130 Ctrl-C, 141 the
+ * output's reader went away).
  *
  * @example
  * ```sh
@@ -250,6 +251,20 @@ function processEnvironment(signal: AbortSignal): CliEnvironment {
     createTaskClient,
     createAdminClient,
   };
+}
+
+/**
+ * Ends the process quietly when the reader of its output went away (`sluice watch … | head -1`):
+ * the next write fails with EPIPE, which, unhandled, ended the process with a stack trace. Node
+ * ignores SIGPIPE, so the exit code is the one a shell reports for a tool that signal ended.
+ */
+export function exitQuietlyOnClosedOutput(): void {
+  for (const stream of [process.stdout, process.stderr]) {
+    stream.on('error', (error: NodeJS.ErrnoException) => {
+      if (error.code === 'EPIPE') process.exit(ExitCode.BrokenPipe);
+      throw error;
+    });
+  }
 }
 
 /** Runs a parsed command; owns the clients it creates and closes them. */
