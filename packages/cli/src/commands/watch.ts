@@ -131,9 +131,10 @@ export async function followTask(
   afterSeq: number,
 ): Promise<number> {
   const tasks = context.tasks();
-  const human = context.json
-    ? undefined
-    : new HumanWatch(context, taskId, (await tasks.getTask(taskId)).task, afterSeq);
+  // The task first, in both modes: a unary call has a deadline and a stream has none, so a gateway
+  // that takes the connection but never answers is reported instead of waited on for good.
+  const initial = (await tasks.getTask(taskId)).task;
+  const human = context.json ? undefined : new HumanWatch(context, taskId, initial, afterSeq);
   const serial = serializer();
   const timer = human
     ? setInterval(() => {
