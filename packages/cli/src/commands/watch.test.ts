@@ -1,10 +1,10 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { Metadata, status as grpcStatus, type ServiceError } from '@grpc/grpc-js';
-import type { TaskEvent } from '@sluice/api';
+import type { Task, TaskEvent } from '@sluice/api';
 import type { TaskClient } from '@sluice/sdk/client';
 import { runCli, type CliEnvironment } from '../main.js';
-import { TASK_ID } from '../test-fixtures.js';
+import { TASK_ID, eventWith, taskWith } from '../test-fixtures.js';
 
 /** An error as grpc-js reports a refused or failed call. */
 function serviceError(code: grpcStatus, details: string): ServiceError {
@@ -24,6 +24,33 @@ function silentStream(signal: AbortSignal | undefined): AsyncIterable<TaskEvent>
           signal?.addEventListener('abort', () => resolve({ done: true, value: undefined })),
         ),
     }),
+  };
+}
+
+/** A stream the gateway breaks off before any event, e.g. when it shuts down for a restart. */
+function brokenStream(): AsyncIterable<TaskEvent> {
+  return {
+    [Symbol.asyncIterator]: () => ({
+      next: () =>
+        Promise.reject(serviceError(grpcStatus.UNAVAILABLE, 'the server is shutting down')),
+    }),
+  };
+}
+
+/** A stream of these events, then its end (the task is final). */
+function streamOf(events: readonly TaskEvent[]): AsyncIterable<TaskEvent> {
+  return {
+    [Symbol.asyncIterator]: () => {
+      let next = 0;
+      return {
+        next: () => {
+          const value = events[next++];
+          return Promise.resolve<IteratorResult<TaskEvent>>(
+            value === undefined ? { done: true, value: undefined } : { done: false, value },
+          );
+        },
+      };
+    },
   };
 }
 
@@ -60,5 +87,29 @@ describe('sluice watch', () => {
     });
     assert.equal(code, 1);
     assert.match(text, /DEADLINE_EXCEEDED/);
+  });
+
+  it('reconnects when the gateway restarts before the first new event', async () => {
+    // Watching from the latest event (--after 1), nothing new has been streamed when the gateway
+    // goes away; the watch resumes on the restarted one and sees the task finish.
+    let task: Task = taskWith({ last_event_seq: '1' });
+    let streams = 0;
+    const { code, text } = await run(
+      ['watch', TASK_ID, '--after', '1'],
+      {
+        getTask: () => Promise.resolve({ task }),
+        watchTask: () => {
+          streams += 1;
+          if (streams === 1) return brokenStream();
+          task = taskWith({ status: 'TASK_STATUS_SUCCEEDED', last_event_seq: '2' });
+          const done = eventWith({ seq: '2', type: 'succeed', to_status: 'TASK_STATUS_SUCCEEDED' });
+          return streamOf([done]);
+        },
+      },
+      5_000,
+    );
+    assert.match(text, /reconnecting after #1/);
+    assert.match(text, /succeeded/);
+    assert.equal(code, 0);
   });
 });

@@ -146,10 +146,8 @@ export async function followTask(
     let lastSeq = afterSeq;
     let reconnects = 0;
     for (;;) {
-      let streamed = false;
       try {
         for await (const event of tasks.watchTask(taskId, lastSeq, context.signal)) {
-          streamed = true;
           reconnects = 0;
           lastSeq = Number(event.seq);
           if (human) await serial.run(() => human.event(event));
@@ -157,10 +155,10 @@ export async function followTask(
         }
         break;
       } catch (error) {
-        const broken =
-          isServiceError(error) &&
-          error.code === grpcStatus.UNAVAILABLE &&
-          (streamed || reconnects > 0);
+        // The gateway answered the read of the task, so UNAVAILABLE now is a lost connection (a
+        // restart), also before the first event: watching from the latest one, none may come for
+        // a long while.
+        const broken = isServiceError(error) && error.code === grpcStatus.UNAVAILABLE;
         if (!broken || reconnects >= MAX_RECONNECTS) throw error;
         reconnects += 1;
         const waitMs = Math.min(RECONNECT_MAX_MS, RECONNECT_BASE_MS * 2 ** (reconnects - 1));
