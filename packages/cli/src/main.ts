@@ -303,6 +303,14 @@ async function runCommand(parsed: ParsedCommandLine, environment: CliEnvironment
         `is the gateway running at ${connection.address}? (set --address or ${ENV_ADDRESS})`,
       );
     }
+    // A gateway that takes the connection but never answers (hung, or not a gRPC server) ends in
+    // the call's deadline, which grpc-js words as "Waiting for LB pick".
+    if (error.code === grpcStatus.DEADLINE_EXCEEDED && connection) {
+      environment.output.err(
+        `the gateway at ${connection.address} did not answer in time: is it the gateway, and ` +
+          `is it up? (set --address or ${ENV_ADDRESS})`,
+      );
+    }
     return ExitCode.Failed;
   } finally {
     taskClient?.close();

@@ -87,6 +87,8 @@ describe('sluice watch', () => {
     });
     assert.equal(code, 1);
     assert.match(text, /DEADLINE_EXCEEDED/);
+    // grpc-js's own words ("Waiting for LB pick") do not say what to check.
+    assert.match(text, /the gateway at gw\.example:50051 did not answer in time/);
   });
 
   it('reconnects when the gateway restarts before the first new event', async () => {
