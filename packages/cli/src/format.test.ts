@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { toTimestamp } from '@sluice/api';
+import { toTimestamp, type DeadLetter } from '@sluice/api';
 import {
   eventDataDetails,
   formatDuration,
@@ -11,6 +11,7 @@ import {
   formatTaskError,
   formatTimestamp,
   renderActionResult,
+  renderDeadLetterTable,
   renderServiceError,
   renderTask,
   renderTaskTable,
@@ -364,6 +365,45 @@ describe('renderTaskTable', () => {
     assert.match(lines[2] ?? '', /^b{36} {2}doc-ingest +P3 +running +- +50% +2026/);
     const column = (line: string | undefined) => line?.indexOf('2026') ?? -1;
     assert.equal(column(lines[1]), column(lines[2]), 'columns line up');
+  });
+});
+
+describe('renderDeadLetterTable', () => {
+  /** A letter whose error says `message`. */
+  const letterWith = (id: string, message: string): DeadLetter => ({
+    dead_letter_id: id,
+    task_id: TASK_ID,
+    tenant_id: 'acme',
+    step: 'fetch',
+    step_seq: 2,
+    reason: 'DEAD_LETTER_REASON_ATTEMPTS_EXHAUSTED',
+    error: { error_class: 'ERROR_CLASS_EXTERNAL_5XX', message, retryable: false },
+    attempts: 3,
+    create_time: toTimestamp(CREATED),
+    redrive_time: null,
+    task_status: 'TASK_STATUS_FAILED_TERMINAL',
+    recent_events: [],
+  });
+
+  /**
+   * Terminal cells up to `text` in `line`: CJK ideographs and emoji take two, as terminals draw
+   * them, a combining accent none.
+   */
+  const cellsBefore = (line: string, text: string) =>
+    [...line.slice(0, line.indexOf(text))].reduce((cells, char) => {
+      if (/\p{Mn}/u.test(char)) return cells;
+      return cells + (/[\u3000-\u9fff\u{1f300}-\u{1faff}]/u.test(char) ? 2 : 1);
+    }, 0);
+
+  it('lines up the columns after an error in wide characters', () => {
+    const lines = renderDeadLetterTable([
+      letterWith('a'.repeat(36), 'ページの取得に失敗しました 🔥'),
+      letterWith('b'.repeat(36), 'fetch failed: connection reset by peer'),
+      letterWith('c'.repeat(36), 'e\u0301chec'), // é as e and a combining accent: one cell
+    ]).split('\n');
+    const created = lines.slice(1).map((line) => cellsBefore(line, '2026-01-02T03:04:05Z'));
+    assert.deepEqual(created, [created[0], created[0], created[0]], lines.join('\n'));
+    assert.equal(cellsBefore(lines[0] ?? '', 'CREATED'), created[0]);
   });
 });
 

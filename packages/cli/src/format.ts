@@ -17,6 +17,7 @@ import {
   type Tenant,
   type Timestamp,
 } from '@sluice/api';
+import { displayWidth, padToWidth } from './text-width.js';
 
 const STATUS_PREFIX = 'TASK_STATUS_';
 const PRIORITY_PREFIX = 'PRIORITY_';
@@ -381,14 +382,14 @@ function watchEnd(task: Task): string {
   }
 }
 
-/** Lays rows out in columns (the last column is not padded). */
+/** Lays rows out in columns of terminal cells (the last column is not padded). */
 function table(rows: readonly (readonly string[])[]): string[] {
   const widths: number[] = [];
   for (const row of rows)
-    row.forEach((cell, i) => (widths[i] = Math.max(widths[i] ?? 0, cell.length)));
+    row.forEach((cell, i) => (widths[i] = Math.max(widths[i] ?? 0, displayWidth(cell))));
   return rows.map((row) =>
     row
-      .map((cell, i) => (i === row.length - 1 ? cell : cell.padEnd(widths[i] ?? 0)))
+      .map((cell, i) => (i === row.length - 1 ? cell : padToWidth(cell, widths[i] ?? 0)))
       .join('  ')
       .trimEnd(),
   );
