@@ -45,6 +45,7 @@ import {
   type ConnectionConfig,
 } from './config.js';
 import { renderServiceError } from './format.js';
+import { printableOutput } from './printable.js';
 
 /** Every command, in the order `sluice --help` lists them. */
 export const COMMANDS: readonly Command[] = [
@@ -335,11 +336,12 @@ export async function runCli(
     interrupt.abort();
   };
   if (overrides.signal === undefined) process.once('SIGINT', onSigint);
-  const environment: CliEnvironment = {
+  const given: CliEnvironment = {
     ...processEnvironment(interrupt.signal),
     onSignalUsed: () => (signalUsed = true),
     ...overrides,
   };
+  const environment: CliEnvironment = { ...given, output: printableOutput(given.output) };
   const { output } = environment;
   let command: Command | undefined;
   try {
