@@ -6,6 +6,9 @@ import type { Command } from '../command.js';
 import { parseCount } from '../arg-values.js';
 import { renderDeadLetterTable, renderRedriveResults } from '../format.js';
 
+/** The largest `page_size` the API's int32 field carries. */
+const MAX_INT32 = 2 ** 31 - 1;
+
 const listLetters: Command = {
   name: 'dlq list',
   args: [],
@@ -26,7 +29,9 @@ const listLetters: Command = {
     const limit = context.option('limit');
     const response = await context.admin().listDeadLetters({
       tenant_id: context.option('tenant') ?? '',
-      page_size: limit === undefined ? 0 : parseCount(limit, '--limit', 1),
+      // The gateway serves at most its own page size anyway; beyond an int32 the wire would wrap
+      // the number (4294967297 to 1, 3000000000 to a negative size).
+      page_size: limit === undefined ? 0 : Math.min(MAX_INT32, parseCount(limit, '--limit', 1)),
       page_token: context.option('page-token') ?? '',
     });
     if (context.json) {
