@@ -80,6 +80,16 @@ describe('parseCommandLine', () => {
     // An option of another command is unknown to this one.
     usageError(['get', 'a', '--reason', 'x'], /Unknown option '--reason'/);
     usageError(['list', '--limit'], /--limit/);
+    // A repeated option is refused rather than all but its last value dropped: `--status running
+    // --status queued` does not list both, and of two inputs only one would be sent.
+    usageError(
+      ['list', '--status', 'running', '--status=queued'],
+      /--status is given twice \("running", "queued"\): give it once/,
+    );
+    usageError(
+      ['create', 'brief', '--input', '{}', '--input', '{"a":1}'],
+      /--input is given twice/,
+    );
     usageError(['watch', 'a', '--after'], /--after/);
   });
 

@@ -162,6 +162,27 @@ export function helpText(commands: readonly Command[], command?: Command): strin
 }
 
 /**
+ * Refuses an option with a value given more than once: `parseArgs` keeps the last value only, so
+ * `--status running --status queued` would list the queued tasks alone and of two `--input`s one
+ * would be dropped without a word. (A repeated flag, such as `--json --json`, is harmless.)
+ */
+function refuseRepeatedValues(tokens: ReturnType<typeof parseArgs>['tokens'], command: Command) {
+  const values = new Map<string, string[]>();
+  for (const token of tokens ?? []) {
+    if (token.kind !== 'option' || token.value === undefined) continue;
+    const seen = values.get(token.name) ?? [];
+    seen.push(token.value);
+    values.set(token.name, seen);
+    if (seen.length > 1) {
+      throw new UsageError(
+        `--${token.name} is given twice (${seen.map((v) => JSON.stringify(v)).join(', ')}): give it once`,
+        command,
+      );
+    }
+  }
+}
+
+/**
  * Parses a command line: first the command (its words are the first positionals, so options may
  * come before it), then its arguments, strictly against the command's options and the global ones.
  *
@@ -214,12 +235,14 @@ export function parseCommandLine(
       options: { ...GLOBAL_OPTIONS, ...command.options },
       strict: true,
       allowPositionals: true,
+      tokens: true,
     });
   } catch (error) {
     // Node's messages name the option ("Option '--limit <value>' argument missing").
     throw new UsageError((error as Error).message, command);
   }
   if (strict.values['help'] === true) return { help: true, command };
+  refuseRepeatedValues(strict.tokens, command);
   const args = strict.positionals.slice(words);
   const fits = command.variadic
     ? args.length >= command.args.length
