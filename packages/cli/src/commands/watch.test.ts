@@ -114,4 +114,31 @@ describe('sluice watch', () => {
     assert.match(text, /succeeded/);
     assert.equal(code, 0);
   });
+
+  it('shows an event whose line failed as the gateway went away once it is back', async () => {
+    // The event arrives, the read of the task that completes its line finds the gateway shutting
+    // down: the watch resumes before that event, not after it, so its line is not lost.
+    const queued = taskWith({ last_event_seq: '1' });
+    const done = taskWith({ status: 'TASK_STATUS_SUCCEEDED', last_event_seq: '2' });
+    const succeed = eventWith({ seq: '2', type: 'succeed', to_status: 'TASK_STATUS_SUCCEEDED' });
+    let reads = 0;
+    const { code, text } = await run(
+      ['watch', TASK_ID, '--after', '1'],
+      {
+        getTask: () => {
+          reads += 1;
+          if (reads === 1) return Promise.resolve({ task: queued });
+          if (reads === 2) {
+            return Promise.reject(serviceError(grpcStatus.UNAVAILABLE, 'shutting down'));
+          }
+          return Promise.resolve({ task: done });
+        },
+        watchTask: (_id, after = 0) => streamOf([succeed].filter((e) => Number(e.seq) > after)),
+      },
+      5_000,
+    );
+    assert.match(text, /reconnecting after #1/);
+    assert.match(text, /#2 +succeeded +succeed/);
+    assert.equal(code, 0);
+  });
 });

@@ -149,9 +149,11 @@ export async function followTask(
       try {
         for await (const event of tasks.watchTask(taskId, lastSeq, context.signal)) {
           reconnects = 0;
-          lastSeq = Number(event.seq);
           if (human) await serial.run(() => human.event(event));
           else context.output.out(JSON.stringify(event));
+          // Only once its line is out: a line that failed (its read of the task found the gateway
+          // going away) is shown again after the reconnect instead of skipped.
+          lastSeq = Number(event.seq);
         }
         break;
       } catch (error) {
