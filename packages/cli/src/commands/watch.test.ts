@@ -141,4 +141,15 @@ describe('sluice watch', () => {
     assert.match(text, /#2 +succeeded +succeed/);
     assert.equal(code, 0);
   });
+
+  it('refuses --after beyond the last event of the task instead of waiting for good', async () => {
+    // The gateway streams the events after #5 only; the task's next events (#2 …, its end among
+    // them) are not, and the watch waited after the task had finished.
+    const { code, text } = await run(['watch', TASK_ID, '--after', '5'], {
+      getTask: () => Promise.resolve({ task: taskWith({ last_event_seq: '1' }) }),
+      watchTask: (_id, _after, signal) => silentStream(signal),
+    });
+    assert.equal(code, 2);
+    assert.match(text, /--after 5 is past the last event of task \S+ \(#1\)/);
+  });
 });

@@ -8,7 +8,7 @@ import { status as grpcStatus } from '@grpc/grpc-js';
 import type { Task, TaskEvent, TaskStatus } from '@sluice/api';
 import { isServiceError } from '@sluice/sdk/client';
 import { parseCount } from '../arg-values.js';
-import { ExitCode, type Command, type CommandContext } from '../command.js';
+import { ExitCode, UsageError, type Command, type CommandContext } from '../command.js';
 import {
   eventDataDetails,
   isFinal,
@@ -134,6 +134,13 @@ export async function followTask(
   // The task first, in both modes: a unary call has a deadline and a stream has none, so a gateway
   // that takes the connection but never answers is reported instead of waited on for good.
   const initial = (await tasks.getTask(taskId)).task;
+  // The gateway streams only the events after `afterSeq`: from past the task's last one, the events
+  // to come up to it (its end among them) would never show, and the watch would wait for good.
+  if (afterSeq > Number(initial.last_event_seq)) {
+    throw new UsageError(
+      `--after ${afterSeq} is past the last event of task ${taskId} (#${initial.last_event_seq})`,
+    );
+  }
   const human = context.json ? undefined : new HumanWatch(context, taskId, initial, afterSeq);
   const serial = serializer();
   const timer = human
@@ -191,7 +198,8 @@ export const watchCommand: Command = {
   usage: '<id> [--after <seq>]',
   summary: 'follow a task live until it finishes; exit 0 if it succeeded, 1 if not',
   help: [
-    '--after <seq>  start after this event sequence (default 0: the whole history first)',
+    "--after <seq>  start after this event sequence, at most the task's last (default 0: the",
+    '               whole history first)',
     '--json         one JSON event per line instead of text',
   ],
   async run(context) {
