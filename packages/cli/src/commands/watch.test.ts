@@ -152,4 +152,26 @@ describe('sluice watch', () => {
     assert.equal(code, 2);
     assert.match(text, /--after 5 is past the last event of task \S+ \(#1\)/);
   });
+
+  it('does not wait for good on a gateway that comes back without answering', async () => {
+    // The stream breaks (the gateway restarts); what answers at its address afterwards takes the
+    // connection and says nothing. A reconnect must not hang on a stream, which has no deadline.
+    let reads = 0;
+    let streams = 0;
+    const { code, text } = await run(['watch', TASK_ID, '--json'], {
+      getTask: () => {
+        reads += 1;
+        return reads === 1
+          ? Promise.resolve({ task: taskWith({ last_event_seq: '1' }) })
+          : Promise.reject(serviceError(grpcStatus.DEADLINE_EXCEEDED, 'Deadline exceeded'));
+      },
+      watchTask: (_id, _after, signal) => {
+        streams += 1;
+        return streams === 1 ? brokenStream() : silentStream(signal);
+      },
+    });
+    assert.match(text, /connection lost/);
+    assert.equal(code, 1);
+    assert.match(text, /DEADLINE_EXCEEDED/);
+  });
 });

@@ -154,6 +154,9 @@ export async function followTask(
     let reconnects = 0;
     for (;;) {
       try {
+        // As at the start: the gateway back at the address must answer (within the call's
+        // deadline) before the watch waits on a stream from it, which has no deadline.
+        if (reconnects > 0) await tasks.getTask(taskId);
         for await (const event of tasks.watchTask(taskId, lastSeq, context.signal)) {
           reconnects = 0;
           if (human) await serial.run(() => human.event(event));
