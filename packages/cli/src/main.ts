@@ -157,7 +157,8 @@ export function helpText(commands: readonly Command[], command?: Command): strin
     'options:',
     ...GLOBAL_HELP.map((h) => `  ${h}`),
     '',
-    'exit codes: 0 success, 1 refused by the server or the task did not succeed, 2 usage error',
+    'exit codes: 0 success, 1 refused by the server or the task did not succeed, 2 usage error,',
+    '            130 Ctrl-C, 141 the reader of the output went away (| head)',
   ].join('\n');
 }
 
