@@ -35,4 +35,21 @@ describe('resolveConnection', () => {
       );
     }
   });
+
+  it('refuses an address without a port or with a URL scheme, naming where it came from', () => {
+    // grpc-js connects to port 443 when none is given, and reads http://… as a host name.
+    const refused = (address: string, env: Record<string, string>, message: RegExp) =>
+      assert.throws(
+        () => resolveConnection({ address, apiKey: 'k' }, env),
+        (error: unknown) => error instanceof UsageError && message.test(error.message),
+        address,
+      );
+    refused('localhost', {}, /--address needs a port: host:port .*\(got "localhost"\)/);
+    refused('', { SLUICE_ADDRESS: 'gw.internal' }, /SLUICE_ADDRESS needs a port/);
+    refused('http://gw:50051', {}, /--address is host:port, without http:\/\//);
+    refused('[::1]', {}, /--address needs a port/);
+    for (const address of ['gw:50051', '[::1]:50051', '10.0.0.7:443', 'dns:///gw:50051']) {
+      assert.equal(resolveConnection({ address, apiKey: 'k' }, {}).address, address);
+    }
+  });
 });

@@ -45,5 +45,25 @@ export function resolveConnection(
       `no API key: pass --api-key <key> or set ${ENV_API_KEY} (create one with npm run tenant:create)`,
     );
   }
-  return { address: given(flags.address) ?? given(env[ENV_ADDRESS]) ?? DEFAULT_ADDRESS, apiKey };
+  const flag = given(flags.address);
+  const address = flag ?? given(env[ENV_ADDRESS]);
+  if (address !== undefined) checkAddress(address, flag === undefined ? ENV_ADDRESS : '--address');
+  return { address: address ?? DEFAULT_ADDRESS, apiKey };
+}
+
+/**
+ * Refuses an address that would reach something else than the gateway meant: grpc-js connects to
+ * port 443 when the address has no port, and takes `http://gw:50051` for a host name.
+ *
+ * @param source where the address came from (`--address`, `SLUICE_ADDRESS`), for the message
+ */
+function checkAddress(address: string, source: string): void {
+  if (/^https?:\/\//i.test(address)) {
+    throw new UsageError(`${source} is host:port, without http:// (got "${address}")`);
+  }
+  if (!/:\d+$/.test(address)) {
+    throw new UsageError(
+      `${source} needs a port: host:port such as ${DEFAULT_ADDRESS} (got "${address}")`,
+    );
+  }
 }
