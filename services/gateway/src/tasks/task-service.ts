@@ -304,6 +304,14 @@ export function createTaskService(deps: TaskServiceDeps): Partial<TaskServiceHan
       const { tenantId } = await reads.authenticate(call.metadata);
       const afterSeq = parseAfterSeq(call.request);
       const task = await requireTask(tenantId, call.request.task_id);
+      // Only the events after `after_seq` are sent: past the last one, the task's next events (its
+      // end among them) would never be, and the watch would wait for good.
+      if (afterSeq > task.lastEventSeq) {
+        throw invalidArgument(
+          'after_seq',
+          `after_seq ${afterSeq} is past the task's last event (${task.lastEventSeq}); pass a sequence a watch or GetTask's last_event_seq gave`,
+        );
+      }
       // A task final already: its stream ends once it has sent up to the task's last event.
       const finishedAt =
         isTaskStatus(task.status) && isFinalStatus(task.status) ? task.lastEventSeq : undefined;
@@ -372,7 +380,7 @@ const WATCH_READ_EVENTS = 1_000;
  * a periodic re-check, in case a notice was lost) makes it read the events it has not sent yet,
  * in sequence. Ends after the event that takes the task to a final state, and, for a task that was
  * final when the watch began (`finishedAt`, its last sequence then), once nothing up to that
- * sequence is left to send: a caller that saw the final event already (`afterSeq` at or past it,
+ * sequence is left to send: a caller that saw the final event already (`afterSeq` at it,
  * a reconnect after the stream broke) would otherwise wait for an event that never comes. An
  * event after `finishedAt` (a retry since) makes it follow the task as any other.
  */
