@@ -3,6 +3,7 @@
  * default port, or a private `nats-server -js` started for as long as the script runs.
  */
 import { spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { closeSync, mkdirSync, openSync, readFileSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import { aptInstall } from './apt.mjs';
@@ -95,23 +96,52 @@ async function natsServerBinary(why) {
   return installed;
 }
 
+/** How often a private nats-server is started on a fresh port when its port was taken first. */
+const START_ATTEMPTS = 3;
+
 /**
  * A nats-server with JetStream of this process's own on a free port, with a store under .sluice/,
  * stopped and removed by `stop()` or when the process exits.
+ *
+ * The port is free when picked and may be taken before the server binds it (other runs on the
+ * machine start private servers too): the server then exits, and is started again on another port.
+ * Until it does, the one answering on that port is someone else's, so readiness is the INFO of a
+ * server with this start's own name.
  */
 export async function startPrivateNats() {
   const binary = await natsServerBinary('a private NATS server');
-  const port = await freePort();
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await startNatsOnce(binary, await freePort());
+    } catch (error) {
+      if (!(error instanceof ExitedEarly) || attempt === START_ATTEMPTS) {
+        throw new PrepareError(
+          `the private nats-server did not start: ${error.message}\n${error.log}`,
+        );
+      }
+      step(`nats: ${error.message} (its port taken meanwhile?); trying another port`);
+    }
+  }
+}
+
+/** A private nats-server exited before it answered (on a port taken meanwhile, say). */
+class ExitedEarly extends Error {
+  fatal = true; // Ends waitFor at once.
+}
+
+async function startNatsOnce(binary, port) {
   const storeDir = path.join(repoRoot, '.sluice', `nats-${port}`);
   const logPath = `${storeDir}.log`;
+  const serverName = `sluice-private-${process.pid}-${port}-${randomBytes(4).toString('hex')}`;
   mkdirSync(storeDir, { recursive: true });
   const logFd = openSync(logPath, 'a');
   // Its own process group: a Ctrl-C meant for the services must not take the server down before
   // they finish shutting down; stop() ends it afterwards.
-  const child = spawn(binary, ['-js', '-a', '127.0.0.1', '-p', String(port), '-sd', storeDir], {
-    detached: true,
-    stdio: ['ignore', logFd, logFd],
-  });
+  const child = spawn(
+    binary,
+    ['-js', '-a', '127.0.0.1', '-p', String(port), '-sd', storeDir, '-n', serverName],
+    { detached: true, stdio: ['ignore', logFd, logFd] },
+  );
   closeSync(logFd);
   let status;
   const exited = new Promise((resolve) => {
@@ -129,22 +159,19 @@ export async function startPrivateNats() {
   try {
     await waitFor(
       async () => {
-        if (status !== undefined) {
-          throw Object.assign(new Error(`nats-server exited with status ${status}`), {
-            fatal: true,
-          });
-        }
-        return (await readNatsInfo('127.0.0.1', port)).jetstream === true;
+        if (status !== undefined) throw new ExitedEarly(`nats-server exited with status ${status}`);
+        const info = await readNatsInfo('127.0.0.1', port);
+        return info.server_name === serverName && info.jetstream === true;
       },
       { what: `nats-server on port ${port}` },
     );
   } catch (error) {
-    const log = readFileSync(logPath, 'utf8').split('\n').slice(-15).join('\n');
+    error.log = readFileSync(logPath, 'utf8').split('\n').slice(-15).join('\n');
     child.kill('SIGKILL');
     await exited;
     removeFiles();
     forget();
-    throw new PrepareError(`the private nats-server did not start: ${error.message}\n${log}`);
+    throw error;
   }
 
   const url = `nats://127.0.0.1:${port}`;
