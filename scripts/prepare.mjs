@@ -11,7 +11,7 @@
  * with apt-get when missing) that live only as long as the calling script.
  */
 import { pathToFileURL } from 'node:url';
-import { exitOnSignals } from './lib/cleanup.mjs';
+import { TERMINATING, exitOnSignals } from './lib/cleanup.mjs';
 import { buildDescriptors, installDependencies } from './lib/deps.mjs';
 import { reportError, step } from './lib/log.mjs';
 import { ensureNats } from './lib/nats.mjs';
@@ -59,11 +59,15 @@ async function main() {
     process.stdout.write(`${name}=${value}\n`);
   if (prepared.started.length === 0) return;
   step(`private ${prepared.started.join(' and ')} running; Ctrl-C stops and removes them`);
-  await new Promise((resolve) => {
-    process.once('SIGINT', resolve);
-    process.once('SIGTERM', resolve);
-  });
+  // Every terminating signal stops them, and stays caught until they are stopped: one that killed
+  // this process instead (a closed terminal's SIGHUP, a second Ctrl-C) would leave them running,
+  // as they are in process groups of their own and `exit` handlers do not run on such a death.
+  let stopRequested;
+  const requested = new Promise((resolve) => (stopRequested = resolve));
+  TERMINATING.forEach((signal) => process.on(signal, stopRequested));
+  await requested;
   await prepared.stop();
+  TERMINATING.forEach((signal) => process.off(signal, stopRequested));
 }
 
 if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {

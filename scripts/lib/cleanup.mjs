@@ -31,7 +31,8 @@ export function atExit(action) {
   return () => actions.delete(action);
 }
 
-const TERMINATING = ['SIGINT', 'SIGTERM', 'SIGHUP'];
+/** The signals that end a script (Ctrl-C, `kill`, a closed terminal). */
+export const TERMINATING = ['SIGINT', 'SIGTERM', 'SIGHUP'];
 
 /**
  * Makes a terminating signal end the process through `process.exit`, so the exit actions above run
