@@ -15,8 +15,8 @@
  * `npm start`, another demo) is connected to the database.
  *
  * Exits 0 when every task ended as planned and every service stopped cleanly, 1 otherwise, 2 on a
- * bad configuration value, 130/143 when interrupted (141 when stdout closes). `--verbose` also
- * prints the services' logs.
+ * bad configuration value, 129/130/143 when interrupted (SIGHUP, SIGINT, SIGTERM; 141 when stdout
+ * closes). `--verbose` also prints the services' logs.
  */
 import { randomBytes } from 'node:crypto';
 import { parseArgs } from 'node:util';
@@ -61,6 +61,7 @@ const UNBOUNDED_WIDTH = 160;
 
 /** The exit code of a demo ended by a signal: 128 + the signal's number, as a shell reports it. */
 const EXIT_ON_SIGNAL: Partial<Record<NodeJS.Signals, number>> = {
+  SIGHUP: 129,
   SIGINT: 130,
   SIGPIPE: 141,
   SIGTERM: 143,
@@ -347,9 +348,11 @@ function readConfig(): EnvConfig<typeof DEMO_ENV> {
 }
 
 /**
- * SIGINT and SIGTERM end the demo early but cleanly: the watches stop, unfinished tasks are
- * cancelled and the services stopped. So does a closed stdout (`npm run demo | head`), which would
- * otherwise crash the demo with EPIPE and leave the services running without a parent.
+ * SIGINT, SIGTERM and SIGHUP (a closed terminal, which demo.mjs passes on like the others) end the
+ * demo early but cleanly: the watches stop, unfinished tasks are cancelled and the services
+ * stopped; a signal left to its default would kill the demo with its tasks unfinished in the
+ * shared database. So does a closed stdout (`npm run demo | head`: EPIPE) or terminal (EIO, beside
+ * the SIGHUP), which would otherwise crash the demo just as abruptly.
  */
 function abortOnSignals(): { signal: AbortSignal; received(): NodeJS.Signals | undefined } {
   const controller = new AbortController();
@@ -360,12 +363,12 @@ function abortOnSignals(): { signal: AbortSignal; received(): NodeJS.Signals | u
     console.error(`\n${name}: stopping the demo…`);
     controller.abort();
   };
-  process.on('SIGINT', () => stop('SIGINT'));
-  process.on('SIGTERM', () => stop('SIGTERM'));
+  for (const name of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) process.on(name, () => stop(name));
   for (const stream of [process.stdout, process.stderr]) {
     stream.on('error', (error: NodeJS.ErrnoException) => {
-      if (error.code !== 'EPIPE') throw error;
-      stop('SIGPIPE');
+      if (error.code === 'EPIPE') stop('SIGPIPE');
+      else if (error.code === 'EIO') stop('SIGHUP');
+      else throw error;
     });
   }
   return { signal: controller.signal, received: () => received };
