@@ -91,11 +91,13 @@ const stopRequested = new Promise<NodeJS.Signals>((resolve) => {
     resolve(name);
   };
   for (const name of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) process.on(name, () => handle(name));
-  // A closed stdout (`npm start | head`) stops the stack cleanly instead of crashing this process.
+  // A closed stdout (`npm start | head`: EPIPE) or terminal (EIO, beside the SIGHUP) stops the stack
+  // cleanly instead of crashing this process, which would leave the services to the SIGKILL of
+  // its exit handler.
   for (const stream of [process.stdout, process.stderr]) {
     stream.on('error', (error: NodeJS.ErrnoException) => {
-      if (error.code !== 'EPIPE') throw error;
-      if (stopSignal === undefined) handle('SIGPIPE');
+      if (error.code !== 'EPIPE' && error.code !== 'EIO') throw error;
+      if (stopSignal === undefined) handle(error.code === 'EPIPE' ? 'SIGPIPE' : 'SIGHUP');
     });
   }
 });
