@@ -15,11 +15,10 @@
  * `npm start`, another demo) is connected to the database.
  *
  * Exits 0 when every task ended as planned and every service stopped cleanly, 1 otherwise, 2 on a
- * bad configuration value, 129/130/143 when interrupted (SIGHUP, SIGINT, SIGTERM; 141 when stdout
- * closes). `--verbose` also prints the services' logs.
+ * bad configuration value or argument, 129/130/143 when interrupted (SIGHUP, SIGINT, SIGTERM; 141
+ * when stdout closes). `--verbose` also prints the services' logs.
  */
 import { randomBytes } from 'node:crypto';
-import { parseArgs } from 'node:util';
 import {
   createApiKey,
   createTenant,
@@ -46,6 +45,7 @@ import { SLUICE_BIN } from './sluice-cli.js';
 import { summaryTable, type StepSummary, type TaskSummary } from './summary.js';
 import { ingestedRowsOf, stepsOf } from './task-records.js';
 import { resourcesOfTaskModules } from '../start/resources.js';
+import { parseCommandLine } from '../lib/command-line.js';
 import { paint, redactNatsUrl, redactUrl } from '../lib/terminal.js';
 
 /** Longest the batch may take from the first submission to the last final state. */
@@ -79,7 +79,10 @@ const say = (line = '') => console.log(line);
 const heading = (text: string) => say(`\n${paint('bold', `▸ ${text}`)}`);
 const seconds = (from: number) => `${((performance.now() - from) / 1000).toFixed(2)}s`;
 
-const { values: flags } = parseArgs({ options: { verbose: { type: 'boolean', default: false } } });
+const { values: flags } = parseCommandLine(
+  { options: { verbose: { type: 'boolean', default: false } } },
+  'npm run demo [-- --verbose]',
+);
 const config = readConfig();
 const interrupt = abortOnSignals();
 process.exit(await runDemo(config));

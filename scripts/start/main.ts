@@ -10,12 +10,12 @@
  *
  * Every service reads its configuration from this environment (see docs/operations.md). Exits 0
  * after a clean stop; 1 when a service fails to start, dies, or does not stop cleanly; 2 when a
- * service refuses its configuration.
+ * service refuses its configuration, or on an argument it does not take.
  */
-import { parseArgs } from 'node:util';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { ensureServiceBundles } from '@sluice/service-bundles';
+import { parseCommandLine } from '../lib/command-line.js';
 import { paint, redactNatsUrl, redactUrl } from '../lib/terminal.js';
 import { LogFormatter } from './log-format.js';
 import { resourcesOfTaskModules } from './resources.js';
@@ -34,9 +34,10 @@ const DEFAULT_NATS_URL = 'nats://127.0.0.1:4222';
 
 const note = (text: string) => console.log(paint('bold', text));
 
-const { values } = parseArgs({
-  options: { resource: { type: 'string', multiple: true } },
-});
+const { values } = parseCommandLine(
+  { options: { resource: { type: 'string', multiple: true } } },
+  'npm start [-- --resource <name> …]',
+);
 const env = process.env;
 let resources: string[];
 try {
