@@ -136,12 +136,20 @@ async function startNatsOnce(binary, port) {
   mkdirSync(storeDir, { recursive: true });
   const logFd = openSync(logPath, 'a');
   // Its own process group: a Ctrl-C meant for the services must not take the server down before
-  // they finish shutting down; stop() ends it afterwards.
-  const child = spawn(
-    binary,
-    ['-js', '-a', '127.0.0.1', '-p', String(port), '-sd', storeDir, '-n', serverName],
-    { detached: true, stdio: ['ignore', logFd, logFd] },
-  );
+  // they finish shutting down; stop() ends it afterwards. The log is named on the command line
+  // (`-l`), where `npm test` looks for it should the server die (server-loss.mjs); its stdout and
+  // stderr (a Go panic) go to the same file.
+  const options = {
+    '-a': '127.0.0.1',
+    '-p': String(port),
+    '-sd': storeDir,
+    '-n': serverName,
+    '-l': logPath,
+  };
+  const child = spawn(binary, ['-js', ...Object.entries(options).flat()], {
+    detached: true,
+    stdio: ['ignore', logFd, logFd],
+  });
   closeSync(logFd);
   let status;
   const exited = new Promise((resolve) => {

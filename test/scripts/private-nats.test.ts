@@ -11,7 +11,8 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
 import { startPrivateNats } from '../../scripts/lib/nats.mjs';
-import { readNatsInfo } from '../../scripts/lib/net.mjs';
+import { canConnect, readNatsInfo, waitFor } from '../../scripts/lib/net.mjs';
+import { explainLoss, noteServer } from '../../scripts/lib/server-loss.mjs';
 
 /** The real nats-server, as the scripts find it (Debian puts it in /usr/sbin). */
 function realNatsServer(): string | undefined {
@@ -67,6 +68,28 @@ test(
         // Not started, or gone.
       }
       rmSync(dir, { recursive: true, force: true });
+    }
+  },
+);
+
+test(
+  "a lost private nats-server is explained with the end of its log, as the machine's is",
+  { skip: real === undefined ? 'no nats-server on this machine' : false },
+  async () => {
+    const nats = await startPrivateNats();
+    try {
+      const port = Number(new URL(nats.url).port);
+      const noted = noteServer({ name: `NATS at 127.0.0.1:${port}`, port });
+      assert.ok(noted.listener, 'its process is found');
+      process.kill(noted.listener.pid, 'SIGKILL');
+      await waitFor(async () => !(await canConnect('127.0.0.1', port)), { what: 'its end' });
+      const lines = explainLoss(noted, { readKernelLog: () => '' });
+      assert.match(lines[0] ?? '', /its process has exited/);
+      const log = lines.find((line) => line.startsWith('the last '));
+      assert.ok(log, `no log in:\n${lines.join('\n')}`);
+      assert.match(log, /Server is ready/);
+    } finally {
+      await nats.stop();
     }
   },
 );
