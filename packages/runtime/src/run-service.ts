@@ -1,7 +1,7 @@
 /**
  * The process lifecycle shared by every service's `main.ts`: load configuration (exit 2 with one
- * line on a bad value), start, stop cleanly on SIGINT/SIGTERM (a second signal forces exit), and
- * exit 1 when starting fails.
+ * line on a bad value), start, stop cleanly on SIGINT, SIGTERM or SIGHUP (a second signal forces
+ * exit), and exit 1 when starting fails.
  */
 import { ConfigError } from './config.js';
 
@@ -19,15 +19,11 @@ export const EXIT_CONFIG = 2;
  */
 export function runService(name: string, start: () => Promise<Stoppable>): void {
   let service: Stoppable | undefined;
+  let stopRequested = false;
   let stopping = false;
-  const stop = (signal: string) => {
-    if (stopping) {
-      process.stderr.write(`${name}: ${signal} again, exiting now\n`);
-      process.exit(1);
-    }
+  const stopService = (started: Stoppable) => {
     stopping = true;
-    const stopped = service ? service.stop() : Promise.resolve();
-    stopped.then(
+    started.stop().then(
       () => process.exit(0),
       (error: unknown) => {
         process.stderr.write(`${name}: stop failed: ${describe(error)}\n`);
@@ -35,12 +31,25 @@ export function runService(name: string, start: () => Promise<Stoppable>): void 
       },
     );
   };
-  process.on('SIGINT', () => stop('SIGINT'));
-  process.on('SIGTERM', () => stop('SIGTERM'));
+  const onSignal = (signal: NodeJS.Signals) => {
+    if (stopRequested) {
+      process.stderr.write(`${name}: ${signal} again, exiting now\n`);
+      process.exit(1);
+    }
+    stopRequested = true;
+    // A service still starting is stopped once started: exiting at once would leave what it set up
+    // so far (connections, leases, claimed messages) to time out instead of being given back.
+    if (service && !stopping) stopService(service);
+  };
+  process.on('SIGINT', onSignal);
+  process.on('SIGTERM', onSignal);
+  // A closed terminal (an ssh session that drops) hangs up the service run in it: Node's default
+  // for SIGHUP ends the process without a clean stop.
+  process.on('SIGHUP', onSignal);
   start().then(
     (started) => {
       service = started;
-      if (stopping) stop('stop requested during start');
+      if (stopRequested) stopService(started);
     },
     (error: unknown) => {
       if (error instanceof ConfigError) {
