@@ -137,6 +137,8 @@ export {
   findStep,
   heartbeatSteps,
   inFlightSteps,
+  failStepWhoseContinuationFailed,
+  hasStepsForRetry,
   insertSteps,
   rerunUnfinishedSteps,
   releaseStep,

@@ -678,3 +678,121 @@ describe('outcome applier: a branch of an earlier attempt that failed after the 
     ]);
   });
 });
+
+describe('outcome applier: a continuation that cannot start', () => {
+  // The executor's registry may ask for more than the task's pinned manifest declares (a rolling
+  // deploy of a new version of the type): the scheduler then fails the task.
+  const pinned: TaskTypeManifest = {
+    name: 'pinned',
+    version: 1,
+    description: '',
+    inputSchema: { type: 'object' },
+    firstStep: 'split',
+    steps: ['split', 'a', 'b', 'join'].map((name) => ({
+      name,
+      resource: 'llm',
+      timeoutMs: 1_000,
+      maxAttempts: 1,
+    })),
+  };
+  const denied = { errorClass: 'permission_denied', message: '403', retryable: false } as const;
+
+  async function record(taskId: string, name: string, status: string, outcome: StepOutcome) {
+    await handle.sql`
+      update task_steps
+      set status = ${status}, attempts = attempts + 1, finished_at = now(),
+          outcome = ${JSON.stringify(outcome)}::jsonb
+      where task_id = ${taskId} and name = ${name} and not superseded`;
+  }
+
+  async function runningTask() {
+    await registerTaskType(handle.db, pinned);
+    const { task } = await createTask(handle.db, {
+      tenantId: 'acme',
+      taskType: pinned,
+      priority: 2,
+      input: {},
+    });
+    await handle.sql`update tasks set status = 'running', started_at = now() where id = ${task.id}`;
+    return task;
+  }
+
+  /** RetryTask's writes: the transition and the steps run again (their names). */
+  async function retry(task: { id: string; tenantId: string; priority: number }) {
+    return handle.db.transaction(async (tx) => {
+      const retried = await applyTransition(tx, { taskId: task.id, event: { type: 'retry' } });
+      assert.ok(retried.ok);
+      return rerunUnfinishedSteps(tx, { ...task, attempt: 2 });
+    });
+  }
+
+  it('runs the step that asked for an undeclared next step again when the task is retried', async () => {
+    const task = await runningTask();
+    await record(task.id, 'split', 'succeeded', {
+      type: 'next',
+      output: 1,
+      step: 'added-in-v2',
+      input: {},
+    });
+    await applyAll(createMetrics());
+    assert.equal(await statusOf(task.id), 'failed_terminal');
+    const [step] = await handle.sql<{ status: string }[]>`
+      select status from task_steps where task_id = ${task.id}`;
+    assert.equal(step?.status, 'failed', 'the step whose outcome could not be applied failed');
+    // Recorded succeeded, the retry had nothing to run: queued for ever.
+    assert.deepEqual(await retry(task), ['split']);
+  });
+
+  it('runs a branch whose next step could not start after its task failed again on a retry', async () => {
+    const task = await runningTask();
+    await record(task.id, 'split', 'succeeded', {
+      type: 'fanOut',
+      output: null,
+      branches: [
+        { step: 'a', input: {} },
+        { step: 'b', input: {} },
+      ],
+      join: 'join',
+    });
+    await applyAll(createMetrics());
+    await handle.sql`update task_steps set status = 'running' where task_id = ${task.id} and fan_out_of = 1`;
+    await record(task.id, 'a', 'failed', { type: 'failed', error: denied });
+    await applyAll(createMetrics());
+    assert.equal(await statusOf(task.id), 'failed_terminal');
+    // `b` finished before its abort came, asking for a step the pinned manifest lacks.
+    await record(task.id, 'b', 'succeeded', { type: 'next', output: 1, step: 'b2', input: {} });
+    await applyAll(createMetrics());
+    // Without `b` again its branch never completes: the join never starts, running for ever.
+    assert.deepEqual(await retry(task), ['a', 'b']);
+  });
+
+  it('runs a branch whose next step could not start after a retry again in the new attempt', async () => {
+    const task = await runningTask();
+    await record(task.id, 'split', 'succeeded', {
+      type: 'fanOut',
+      output: null,
+      branches: [
+        { step: 'a', input: {} },
+        { step: 'b', input: {} },
+      ],
+      join: 'join',
+    });
+    await applyAll(createMetrics());
+    await handle.sql`update task_steps set status = 'running' where task_id = ${task.id} and fan_out_of = 1`;
+    await record(task.id, 'a', 'failed', { type: 'failed', error: denied });
+    await applyAll(createMetrics());
+    assert.deepEqual(await retry(task), ['a']);
+    await record(task.id, 'b', 'succeeded', { type: 'next', output: 1, step: 'b2', input: {} });
+    await applyAll(createMetrics());
+    const ready = await handle.sql<{ name: string; task_attempt: number }[]>`
+      select name, task_attempt from task_steps
+      where task_id = ${task.id} and status = 'ready' order by seq`;
+    assert.deepEqual(
+      ready.map((row) => ({ ...row })),
+      [
+        { name: 'a', task_attempt: 2 },
+        { name: 'b', task_attempt: 2 },
+      ],
+    );
+  });
+});

@@ -39,6 +39,7 @@ import {
   keepApprovalForRetry,
   scheduleStepRetry,
   cancelWaitingSteps,
+  failStepWhoseContinuationFailed,
   joinIfComplete,
   lockTask,
   hasTasksToSettle,
@@ -326,14 +327,19 @@ async function continueStoppedTask(
     { type: 'next', step: outcome.step, input: outcome.input },
     { seq: recorded.seq, fanOutOf: recorded.fanOutOf, branchIndex: recorded.branchIndex },
   );
+  const final = isTaskStatus(task.status) && isFinalStatus(task.status);
   if (!started.ok) {
     log.warn(
       { task_id: task.id, step: recorded.name, status: task.status, reason: started.reason },
       'next step of a task no longer running not started',
     );
-    return NOTHING;
+    // The step fails instead, so that it runs again: at the final task's retry, or now in the
+    // attempt a retry started (where its failure, once it asks again, fails the task).
+    await failStepWhoseContinuationFailed(tx, task.id, recorded.seq, schemaError(started.reason));
+    if (final) return NOTHING;
+    const rerun = await rerunUnfinishedSteps(tx, task, [recorded.stepId]);
+    return { stepsAdded: rerun.length > 0, abortTask: false };
   }
-  const final = isTaskStatus(task.status) && isFinalStatus(task.status);
   // A final task has no other waiting steps (its end cancelled them): only the ones added here.
   if (final) await cancelWaitingSteps(tx, task.id);
   return { stepsAdded: !final, abortTask: false };
@@ -411,7 +417,7 @@ async function applyToRunning(
         fanOutOf: recorded.fanOutOf,
         branchIndex: recorded.branchIndex,
       });
-      if (!started.ok) return fail(tx, task, recorded.name, schemaError(started.reason), log);
+      if (!started.ok) return failContinuation(tx, task, recorded, started.reason, log);
       await transition(tx, log, {
         ...base,
         event: { type: 'continue' },
@@ -422,11 +428,11 @@ async function applyToRunning(
     }
     case 'awaitApproval': {
       if (isBranch) {
-        return fail(
+        return failContinuation(
           tx,
           task,
-          recorded.name,
-          schemaError('a fan-out branch cannot wait for an approval'),
+          recorded,
+          'a fan-out branch cannot wait for an approval',
           log,
         );
       }
@@ -695,6 +701,23 @@ async function deadLetter(
     dead_letter_reason: reason,
   });
   return { ...failed, deadLetter: reason };
+}
+
+/**
+ * A step succeeded but what it asked for cannot start (`reason`: a step the pinned manifest does
+ * not declare, a bad fan-out, a branch asking for an approval): the step is recorded failed, so a
+ * retry runs it again rather than nothing, and the task fails for good.
+ */
+async function failContinuation(
+  tx: Transaction,
+  task: TaskRecord,
+  recorded: UnappliedOutcome,
+  reason: string,
+  log: Logger,
+): Promise<Applied> {
+  const error = schemaError(reason);
+  await failStepWhoseContinuationFailed(tx, task.id, recorded.seq, error);
+  return fail(tx, task, recorded.name, error, log);
 }
 
 /** Fails the task for good and stops its other steps (waiting ones now, running ones by abort). */

@@ -5,7 +5,7 @@
  * settling in tasks-to-settle.ts and step retries in step-retries.ts.
  */
 import { and, eq, inArray, sql } from 'drizzle-orm';
-import type { Json, Priority } from '@sluice/core';
+import type { Json, Priority, SerializedStepError } from '@sluice/core';
 import type { Executor } from '../client.js';
 import { taskSteps } from '../schema.js';
 
@@ -179,12 +179,48 @@ export async function cancelWaitingSteps(executor: Executor, taskId: string): Pr
   return rows.length;
 }
 
+/**
+ * Records as failed, with `error`, a step that succeeded but whose continuation could not start (a
+ * next step its task's pinned manifest does not declare, a bad fan-out, a branch asking for an
+ * approval, an approval's `then`): its task fails with it, and a retry runs the step again, as it
+ * runs every failed step. Left succeeded, the step would never run again and a retry would have
+ * nothing to run. What the step asked for stays on its outcome as `result`, for the record.
+ */
+export async function failStepWhoseContinuationFailed(
+  executor: Executor,
+  taskId: string,
+  seq: number,
+  error: SerializedStepError,
+): Promise<void> {
+  await executor.execute(sql`
+    update task_steps
+    set status = 'failed',
+        outcome = jsonb_build_object('type', 'failed', 'error', ${JSON.stringify(error)}::jsonb,
+                                     'result', outcome)
+    where task_id = ${taskId} and seq = ${seq} and status = 'succeeded'`);
+}
+
 /** Steps of a task that an executor holds or is about to (dispatched or running). */
 export async function inFlightSteps(executor: Executor, taskId: string): Promise<StepRecord[]> {
   return executor
     .select()
     .from(taskSteps)
     .where(and(eq(taskSteps.taskId, taskId), inArray(taskSteps.status, ['dispatched', 'running'])));
+}
+
+/**
+ * Whether a retry of the task would have a step to run: a failed or cancelled one to run again, or
+ * one still in flight or waiting (a branch of the attempt the retry ends, which runs again in the
+ * new attempt once it stops, or goes on with its branch).
+ */
+export async function hasStepsForRetry(executor: Executor, taskId: string): Promise<boolean> {
+  const rows = await executor.execute<{ found: boolean }>(sql`
+    select exists (
+      select 1 from task_steps
+      where task_id = ${taskId} and not superseded
+        and status in ('failed', 'cancelled', 'ready', 'dispatched', 'running')
+    ) as found`);
+  return rows[0]?.found === true;
 }
 
 /**

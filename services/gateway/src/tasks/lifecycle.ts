@@ -4,13 +4,21 @@
  * what it implies for the task's steps and timers. What must happen outside Postgres afterwards
  * (abort running steps, wake the scheduler) is returned as flags.
  */
-import { decideTransition, isTaskStatus, type Json } from '@sluice/core';
+import {
+  decideTransition,
+  isTaskStatus,
+  type Json,
+  type SerializedStepError,
+  type TaskEvent,
+} from '@sluice/core';
 import {
   TimerKind,
   applyTransition,
   armApprovalTimer,
   cancelWaitingSteps,
   closeTimers,
+  failStepWhoseContinuationFailed,
+  hasStepsForRetry,
   lockTask,
   markTaskDeadLettersRedriven,
   rerunUnfinishedSteps,
@@ -110,6 +118,20 @@ export async function retryLockedTask(
   task: TaskRecord,
   data?: Record<string, Json>,
 ): Promise<LifecycleResult> {
+  // A retry that would run nothing would leave the task queued for ever: refused, saying why (the
+  // table's refusal of a task that is not failed or cancelled comes first).
+  if (
+    allowedNow(task, { type: 'retry' }) &&
+    !task.approval &&
+    !(await hasStepsForRetry(tx, task.id))
+  ) {
+    return {
+      ok: false,
+      code: 'refused',
+      reason:
+        'the task has nothing to run again: every step it ran succeeded and no approval is pending',
+    };
+  }
   const result = await applyTransition(tx, {
     taskId: task.id,
     tenantId: task.tenantId,
@@ -147,7 +169,7 @@ export function decideApproval(
       await closeTimers(tx, target.taskId, TimerKind.ApprovalTimeout);
       return DONE;
     }
-    if (!approval || !approveAllowed(task)) {
+    if (!approval || !allowedNow(task, { type: 'approve' })) {
       // Let the table say why (not waiting for an approval), changing nothing.
       const refusedApproval = await applyTransition(tx, { ...target, event: { type: 'approve' } });
       if (refusedApproval.ok) throw new Error(`task ${task.id} was approved without an approval`);
@@ -169,13 +191,18 @@ export function decideApproval(
     });
     if (!approved.ok) throw new Error(`cannot approve task ${task.id}: ${approved.reason}`);
     if (!started.ok) {
+      // The step that asked fails with the task, so that a retry runs it (and asks) again.
+      const error: SerializedStepError = {
+        errorClass: 'schema_validation',
+        message: started.reason,
+        retryable: false,
+      };
+      await failStepWhoseContinuationFailed(tx, task.id, approval.originSeq, error);
       const failed = await applyTransition(tx, {
         taskId: target.taskId,
         event: { type: 'fail_terminal' },
         step: approval.step,
-        patch: {
-          error: { errorClass: 'schema_validation', message: started.reason, retryable: false },
-        },
+        patch: { error },
       });
       if (!failed.ok) throw new Error(`cannot fail task ${task.id}: ${failed.reason}`);
       return DONE;
@@ -184,8 +211,8 @@ export function decideApproval(
   });
 }
 
-/** Whether the table lets the locked task be approved now. */
-function approveAllowed(task: TaskRecord): boolean {
+/** Whether the table lets `event` happen to the locked task now. */
+function allowedNow(task: TaskRecord, event: TaskEvent): boolean {
   return (
     isTaskStatus(task.status) &&
     decideTransition(
@@ -195,7 +222,7 @@ function approveAllowed(task: TaskRecord): boolean {
         pauseRequested: task.pauseRequested,
         approvalPending: task.approvalPending,
       },
-      { type: 'approve' },
+      event,
     ).ok
   );
 }

@@ -55,12 +55,15 @@ export interface TestServer {
   readonly catalog: BusCatalog;
   /** The key of tenant `acme`. */
   readonly apiKey: string;
-  /** Calls a TaskService method as `acme`; resolves with its status code and response. */
+  /**
+   * Calls a TaskService method as `acme`; resolves with its status code and response, and the
+   * status message of a failed call.
+   */
   rpc(
     name: string,
     request: object,
     metadata?: Readonly<Record<string, string>>,
-  ): Promise<{ code: grpc.status; response: unknown }>;
+  ): Promise<{ code: grpc.status; response: unknown; details?: string }>;
   /** A raw client of the server, for streams. */
   readonly client: grpc.Client;
   /** The method definitions of TaskService. */
@@ -126,7 +129,10 @@ export async function startTestServer(options: TestServerOptions): Promise<TestS
           request,
           metadata,
           { deadline: Date.now() + 5_000 },
-          (err, response) => resolve({ code: err ? err.code : grpc.status.OK, response }),
+          (err, response) =>
+            resolve(
+              err ? { code: err.code, response, details: err.details } : { code: 0, response },
+            ),
         );
       });
     },
