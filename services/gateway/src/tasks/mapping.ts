@@ -127,7 +127,9 @@ export function taskToApi(
         ? {
             prompt: task.approval.prompt,
             step: task.approval.step,
-            deadline: toTimestamp(new Date(task.approval.deadline)),
+            // Paused with the approval pending, no deadline runs (no timer exists): a resume sets
+            // one, counted from then. The stored one (set at the pause, or already past) is moot.
+            deadline: task.approvalPending ? null : toTimestamp(new Date(task.approval.deadline)),
             on_timeout:
               task.approval.onTimeout === 'pause'
                 ? 'APPROVAL_TIMEOUT_ACTION_PAUSE'
