@@ -86,6 +86,19 @@ const ROWS: Row[] = [
   { from: 'failed_retryable', event: { type: 'cancel' }, to: 'cancelled' },
   { from: 'paused', when: { approvalPending: false }, event: { type: 'resume' }, to: 'queued' },
   {
+    // A step failed while the pause was requested and its backoff has not ended.
+    from: 'paused',
+    when: { approvalPending: false },
+    event: { type: 'resume', retryWaiting: true },
+    to: 'failed_retryable',
+  },
+  {
+    from: 'paused',
+    when: { approvalPending: true },
+    event: { type: 'resume', retryWaiting: true },
+    to: 'waiting_approval',
+  },
+  {
     from: 'paused',
     when: { approvalPending: true },
     event: { type: 'resume' },
@@ -104,6 +117,7 @@ const ALL_EVENTS: TaskEvent[] = TASK_EVENT_TYPES.flatMap((type): TaskEvent[] => 
     ];
   }
   if (type === 'pause_completed') return [{ type }, { type, approvalPending: true }];
+  if (type === 'resume') return [{ type }, { type, retryWaiting: true }];
   return [{ type }];
 });
 

@@ -90,8 +90,13 @@ export type ApprovalTimeoutAction = 'pause' | 'cancel';
 
 /** An event with the data the table needs to decide. */
 export type TaskEvent =
-  | { readonly type: Exclude<TaskEventType, 'approval_timeout' | 'pause_completed'> }
+  | { readonly type: Exclude<TaskEventType, 'approval_timeout' | 'pause_completed' | 'resume'> }
   | { readonly type: 'approval_timeout'; readonly onTimeout: ApprovalTimeoutAction }
+  /**
+   * `retryWaiting`: the paused task's work is a failed step's retry whose backoff has not ended
+   * (it failed while the pause was requested): the task waits it out as any task does.
+   */
+  | { readonly type: 'resume'; readonly retryWaiting?: boolean }
   /**
    * `approvalPending`: the step that ended asked for an approval, which stays pending while the
    * task is paused (a resume then waits for it).
@@ -217,7 +222,8 @@ export function decideTransition(from: TaskMachineState, event: TaskEvent): Tran
       return s === 'failed_retryable' ? to('queued') : refuse(from, event);
     case 'resume':
       if (s !== 'paused') return refuse(from, event);
-      return from.approvalPending ? to('waiting_approval') : to('queued');
+      if (from.approvalPending) return to('waiting_approval');
+      return event.retryWaiting === true ? to('failed_retryable') : to('queued');
     case 'retry':
       return s === 'failed_terminal' || s === 'cancelled'
         ? to('queued', {}, 1)
@@ -257,6 +263,8 @@ export function eventFromRecord(
       return { type, onTimeout: data?.['on_timeout'] === 'cancel' ? 'cancel' : 'pause' };
     case 'pause_completed':
       return { type, approvalPending: data?.['approval_pending'] === true };
+    case 'resume':
+      return data?.['retry_waiting'] === true ? { type, retryWaiting: true } : { type };
     default:
       return { type };
   }

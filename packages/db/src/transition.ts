@@ -349,6 +349,9 @@ function eventData(request: TransitionRequest): Record<string, Json> | null {
   if (request.event.type === 'pause_completed' && request.event.approvalPending) {
     data['approval_pending'] = true;
   }
+  if (request.event.type === 'resume' && request.event.retryWaiting === true) {
+    data['retry_waiting'] = true;
+  }
   return Object.keys(data).length > 0 ? data : null;
 }
 

@@ -43,6 +43,8 @@ export async function hasOtherActiveSteps(
 export interface WaitingRetry {
   readonly step: string;
   readonly dueAt: Date;
+  /** Its backoff has ended (by Postgres's clock): it waits for admission, not for its due time. */
+  readonly dueNow: boolean;
   /** The failure the retry answers, from the step's latest `step_retry_scheduled` fact. */
   readonly errorClass: string;
   readonly message: string;
@@ -59,10 +61,12 @@ export async function waitingRetry(
   const rows = await executor.execute<{
     name: string;
     due_at: Date | string;
+    due_now: boolean;
     error_class: string | null;
     message: string | null;
   }>(sql`
-    select s.name, s.due_at, e.data->>'error_class' as error_class, e.data->>'message' as message
+    select s.name, s.due_at, s.due_at <= now() as due_now,
+      e.data->>'error_class' as error_class, e.data->>'message' as message
     from task_steps s
     left join lateral (
       select data from task_events
@@ -78,6 +82,7 @@ export async function waitingRetry(
   return {
     step: row.name,
     dueAt: new Date(row.due_at),
+    dueNow: row.due_now,
     errorClass: row.error_class,
     message: row.message ?? '',
   };

@@ -6,6 +6,7 @@
  */
 import {
   decideTransition,
+  isErrorClass,
   isTaskStatus,
   type Json,
   type SerializedStepError,
@@ -13,6 +14,7 @@ import {
 } from '@sluice/core';
 import {
   TimerKind,
+  addTimer,
   applyTransition,
   armApprovalTimer,
   cancelWaitingSteps,
@@ -23,11 +25,14 @@ import {
   markTaskDeadLettersRedriven,
   rerunUnfinishedSteps,
   startContinuation,
+  waitingRetry,
   type Database,
   type PendingApproval,
   type TaskRecord,
   type Transaction,
+  type TransitionRequest,
   type TransitionResult,
+  type WaitingRetry,
 } from '@sluice/db';
 
 /** The outcome of a lifecycle request. */
@@ -90,13 +95,23 @@ export function resumeTask(db: Database, target: LifecycleTarget): Promise<Lifec
     if (!task) return { ok: false, code: 'not_found', reason: 'task not found' };
     // With the approval still pending, the task waits again, with a new deadline.
     const approval = task.approvalPending && task.approval ? rearmed(task.approval) : undefined;
+    // A step that failed while the pause was requested waits out its backoff in the ready queue:
+    // until it ends, the task waits as a task whose step failed does (`failed_retryable`, its
+    // failure and next attempt shown), and the backoff's timer queues it.
+    const waiting =
+      approval || task.status !== 'paused' ? undefined : await waitingRetry(tx, task.id);
+    const retry = waiting && !waiting.dueNow ? waiting : undefined;
     const result = await applyTransition(tx, {
       ...target,
-      event: { type: 'resume' },
+      event: { type: 'resume', ...(retry ? { retryWaiting: true } : {}) },
       ...(approval ? { patch: { approval }, data: { deadline: approval.deadline } } : {}),
+      ...(retry ? retryWaitingFacts(retry) : {}),
     });
     if (!result.ok) return refused(result);
     if (approval) await armApprovalTimer(tx, target.taskId, approval);
+    if (retry && result.to.status === 'failed_retryable') {
+      await addTimer(tx, { taskId: task.id, kind: TimerKind.RetryBackoff, dueAt: retry.dueAt });
+    }
     return { ...DONE, wakeScheduler: result.to.status === 'queued' };
   });
 }
@@ -233,6 +248,22 @@ async function lockOwnTask(
 ): Promise<TaskRecord | undefined> {
   const task = await lockTask(tx, target.taskId);
   return task && task.tenantId === target.tenantId ? task : undefined;
+}
+
+/** The failure and next attempt a resume into a retry's backoff records, as a failure would. */
+function retryWaitingFacts(
+  retry: WaitingRetry,
+): Pick<TransitionRequest, 'step' | 'patch' | 'data'> {
+  const errorClass = isErrorClass(retry.errorClass) ? retry.errorClass : 'unknown';
+  return {
+    step: retry.step,
+    patch: { error: { errorClass, message: retry.message, retryable: true } },
+    data: {
+      error_class: errorClass,
+      message: retry.message,
+      next_attempt_at: retry.dueAt.toISOString(),
+    },
+  };
 }
 
 function rearmed(approval: PendingApproval): PendingApproval {
