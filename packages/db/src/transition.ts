@@ -69,8 +69,11 @@ export type TransitionResult =
   | {
       readonly ok: false;
       readonly taskId: string;
-      /** `not_found`: no such task (for this tenant); `refused`: the table does not allow it. */
-      readonly code: 'not_found' | 'refused';
+      /**
+       * `not_found`: no such task (for this tenant); `refused`: the table does not allow it;
+       * `conflict`: the task kept changing concurrently, so trying again may succeed.
+       */
+      readonly code: 'not_found' | 'refused' | 'conflict';
       readonly reason: string;
     };
 
@@ -194,7 +197,7 @@ export async function applyTransition(
   return {
     ok: false,
     taskId: request.taskId,
-    code: 'refused',
+    code: 'conflict',
     reason: 'the task kept changing concurrently; try again',
   };
 }

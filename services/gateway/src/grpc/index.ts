@@ -46,6 +46,7 @@ export {
 export type { GrpcServer, GrpcServerOptions } from './server.js';
 export {
   GrpcError,
+  aborted,
   alreadyExists,
   cancelled,
   failedPrecondition,

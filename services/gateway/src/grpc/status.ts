@@ -62,6 +62,14 @@ export function failedPrecondition(message: string): GrpcError {
   return new GrpcError(status.FAILED_PRECONDITION, message);
 }
 
+/**
+ * `ABORTED`: the request lost to concurrent changes of the resource and changed nothing; the client
+ * may try it again (unlike `FAILED_PRECONDITION`, where the same request keeps failing).
+ */
+export function aborted(message: string): GrpcError {
+  return new GrpcError(status.ABORTED, message);
+}
+
 /** `ALREADY_EXISTS`: e.g. an idempotency key reused with a different input. */
 export function alreadyExists(message: string): GrpcError {
   return new GrpcError(status.ALREADY_EXISTS, message);

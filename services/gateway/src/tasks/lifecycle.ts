@@ -44,7 +44,11 @@ export type LifecycleResult =
       /** The scheduler has work: ready steps, or a cancel/pause to settle. */
       readonly wakeScheduler: boolean;
     }
-  | { readonly ok: false; readonly code: 'not_found' | 'refused'; readonly reason: string };
+  | {
+      readonly ok: false;
+      readonly code: Extract<TransitionResult, { ok: false }>['code'];
+      readonly reason: string;
+    };
 
 type Refused = Extract<LifecycleResult, { ok: false }>;
 

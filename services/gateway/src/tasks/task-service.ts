@@ -38,6 +38,7 @@ import {
   type Metrics,
 } from '@sluice/telemetry';
 import {
+  aborted,
   failedPrecondition,
   invalidArgument,
   notFound,
@@ -111,6 +112,7 @@ export function createTaskService(deps: TaskServiceDeps): Partial<TaskServiceHan
   const settle = (result: LifecycleResult, taskId: string): void => {
     if (!result.ok) {
       if (result.code === 'not_found') throw notFound(`task ${taskId} not found`);
+      if (result.code === 'conflict') throw aborted(result.reason);
       throw failedPrecondition(result.reason);
     }
     if (result.abortRunning) {
