@@ -57,4 +57,34 @@ describe('classifyStepError', () => {
   it('shows U+0000 in a message as U+FFFD, which Postgres can store', () => {
     assert.equal(classifyStepError(new Error('bad\u0000byte'), undefined).message, 'bad\uFFFDbyte');
   });
+
+  it('says what a value of any shape holds, without throwing', () => {
+    const unreadable = new Error('x');
+    Object.defineProperty(unreadable, 'message', {
+      get() {
+        throw new Error('message cannot be read');
+      },
+    });
+    const throwingToString = {
+      toString() {
+        throw new Error('no');
+      },
+    };
+    const cases: Array<[unknown, string]> = [
+      [null, 'null'],
+      [undefined, 'undefined'],
+      [Symbol('s'), 'Symbol(s)'],
+      [Object.assign(new Error(), { message: 42 }), 'Error: 42'],
+      [Object.create(null), 'a thrown object that cannot be shown as text'],
+      [throwingToString, 'a thrown object that cannot be shown as text'],
+      [unreadable, 'a thrown object that cannot be shown as text'],
+    ];
+    for (const [value, message] of cases) {
+      const result = classifyStepError(value, undefined);
+      assert.deepEqual(
+        { errorClass: result.errorClass, message: result.message },
+        { errorClass: 'unknown', message },
+      );
+    }
+  });
 });

@@ -15,12 +15,17 @@ export type AbortReason = 'cancelled' | 'timeout';
 /**
  * Classifies `error`. `aborted` says whether (and why) the step's signal fired: an error thrown
  * after a cancel is a cancellation, after the timeout a timeout, whatever its own type.
+ *
+ * A handler may throw a value of any shape, so nothing here throws in turn: a field whose getter
+ * throws counts as absent, and a value that cannot be made text is named by its type. (A throw
+ * here failed the whole run: the message went back with the step left running, and the handler ran
+ * again on each redelivery.)
  */
 export function classifyStepError(
   error: unknown,
   aborted: AbortReason | undefined,
 ): SerializedStepError {
-  const message = error instanceof Error ? error.message : String(error);
+  const message = thrownMessage(error);
   const errorClass = classOf(error, aborted);
   const retryAfterMs = numberField(error, 'retryAfterMs');
   return {
@@ -37,7 +42,7 @@ export function classifyStepError(
  */
 function isFinalClientError(error: unknown): boolean {
   const status = numberField(error, 'status');
-  if (!(error instanceof Error) || error.name !== 'HttpStatusError' || status === undefined) {
+  if (nameOf(error) !== 'HttpStatusError' || status === undefined) {
     return false;
   }
   return status >= 400 && status < 500 && ![408, 409, 425, 429].includes(status);
@@ -46,7 +51,7 @@ function isFinalClientError(error: unknown): boolean {
 function classOf(error: unknown, aborted: AbortReason | undefined): ErrorClass {
   if (aborted === 'cancelled') return 'cancelled';
   if (aborted === 'timeout') return 'tool_timeout';
-  const name = error instanceof Error ? error.name : undefined;
+  const name = nameOf(error);
   const status = numberField(error, 'status');
   if (name === 'HttpStatusError' && status !== undefined) {
     if (status === 429) return 'llm_rate_limit';
@@ -60,8 +65,47 @@ function classOf(error: unknown, aborted: AbortReason | undefined): ErrorClass {
   return 'unknown';
 }
 
+/**
+ * What a thrown value says, as text: an error's message (or its `toString` when the message is not
+ * text), anything else as `String` makes it. Never throws: a value that cannot be read or made text
+ * (an object without a prototype, a getter or `toString` that throws) is named by its type.
+ */
+export function thrownMessage(error: unknown): string {
+  if (isError(error)) {
+    const message = readField(error, 'message');
+    if (typeof message === 'string') return message;
+  }
+  try {
+    return String(error);
+  } catch {
+    return `a thrown ${typeof error} that cannot be shown as text`;
+  }
+}
+
+/** `error.name` of an Error, else undefined. */
+function nameOf(error: unknown): unknown {
+  return isError(error) ? readField(error, 'name') : undefined;
+}
+
+function isError(error: unknown): error is Error {
+  try {
+    return error instanceof Error; // a proxy's getPrototypeOf may throw
+  } catch {
+    return false;
+  }
+}
+
 function numberField(error: unknown, field: string): number | undefined {
-  if (typeof error !== 'object' || error === null) return undefined;
-  const value = (error as Record<string, unknown>)[field];
+  const value = readField(error, field);
   return typeof value === 'number' && Number.isFinite(value) ? value : undefined;
+}
+
+/** `error[field]`, or undefined when `error` is no object or reading the field throws. */
+function readField(error: unknown, field: string): unknown {
+  if (typeof error !== 'object' || error === null) return undefined;
+  try {
+    return (error as Record<string, unknown>)[field];
+  } catch {
+    return undefined;
+  }
 }

@@ -19,7 +19,7 @@ import {
 } from '@sluice/db';
 import { createQueuedTasks, openTaskTypeDatabase, type TaskTypeDatabase } from '@sluice/db/testing';
 import { complete, defineTask } from '@sluice/sdk';
-import { createLogger, createMetrics } from '@sluice/telemetry';
+import { createLogger, createMetrics, type Logger } from '@sluice/telemetry';
 import { RunningSteps, runDispatchedStep, type StepRunnerDeps } from './step-runner.js';
 import { createTaskRegistry, manifestOf } from './task-registry.js';
 
@@ -41,11 +41,33 @@ const definition = defineTask({
 });
 const manifest = manifestOf(definition);
 
+/** What the throwing task's handler throws. */
+let thrown: unknown;
+const throwing = defineTask({
+  name: 'runner-throws',
+  version: 1,
+  input: z.object({}),
+  firstStep: 'only',
+  steps: { only: { resource: 'llm', maxAttempts: 1 } },
+  handlers: {
+    only() {
+      handlerRuns += 1;
+      // eslint-disable-next-line @typescript-eslint/prefer-promise-reject-errors -- any value, on purpose
+      return Promise.reject(thrown);
+    },
+  },
+});
+const throwingManifest = manifestOf(throwing);
+
 let fixture: TaskTypeDatabase;
 let handle: DatabaseHandle;
 
 before(async () => {
-  fixture = await openTaskTypeDatabase({ tenants: ['acme'], manifests: [manifest], max: 4 });
+  fixture = await openTaskTypeDatabase({
+    tenants: ['acme'],
+    manifests: [manifest, throwingManifest],
+    max: 4,
+  });
   handle = fixture.handle;
 });
 
@@ -79,16 +101,16 @@ function connectionLost(): Error {
   });
 }
 
-function runnerDeps(failOutcomeWrites: number): StepRunnerDeps {
+function runnerDeps(failOutcomeWrites: number, log = silentLog()): StepRunnerDeps {
   let failures = failOutcomeWrites;
   const nc = { publish: () => {} } as unknown as NatsConnection;
   return {
     db: handle.db,
     nc,
     catalog: createBusCatalog('runner'),
-    registry: createTaskRegistry([definition]),
+    registry: createTaskRegistry([definition, throwing]),
     llm: { baseUrl: 'http://127.0.0.1:9/v1', apiKey: undefined, model: 'none' },
-    log: createLogger({ service: 'executor-test', level: 'silent' }),
+    log,
     metrics: createMetrics(),
     resource: 'llm',
     heartbeatMs: 100,
@@ -106,6 +128,38 @@ function runnerDeps(failOutcomeWrites: number): StepRunnerDeps {
       return recordStepOutcomes(handle.db, items);
     }),
   };
+}
+
+function silentLog(): Logger {
+  return createLogger({ service: 'executor-test', level: 'silent' });
+}
+
+/** A step of a new task, claimed and published as the scheduler leaves it. */
+async function dispatchedStep(ofManifest = manifest): Promise<StepDispatch> {
+  const [taskId] = await createQueuedTasks(handle.db, 'acme', ofManifest, 1);
+  assert.ok(taskId);
+  await handle.db.$client`
+    update task_steps set status = 'dispatched', dispatch_count = 1 where task_id = ${taskId}`;
+  return {
+    type: 'step.dispatch',
+    task_id: taskId,
+    step_seq: 1,
+    dispatch: 1,
+    tenant_id: 'acme',
+    priority: 2,
+    resource: 'llm',
+  };
+}
+
+/** An error whose `field` cannot be read: its getter throws. */
+function withThrowingGetter(field: string): Error {
+  const error = new Error('the message');
+  Object.defineProperty(error, field, {
+    get() {
+      throw new Error(`${field} cannot be read`);
+    },
+  });
+  return error;
 }
 
 describe('runDispatchedStep', () => {
@@ -135,4 +189,51 @@ describe('runDispatchedStep', () => {
       'the outcome the handler returned is recorded once Postgres answers, and the message acked',
     );
   });
+
+  // What a handler throws is a value of any shape: one that cannot be turned into text, or whose
+  // fields (or pino's view of them) throw when read. The old classification and its log line threw
+  // in turn, so the run rejected: the message was handed back with the step left running, and the
+  // handler ran again on every redelivery once its heartbeat went stale.
+  const oddValues: Array<[string, () => unknown]> = [
+    ['an object without a prototype', (): unknown => Object.create(null) as unknown],
+    [
+      'an object whose toString throws',
+      () => ({
+        toString: () => {
+          throw new Error('no');
+        },
+      }),
+    ],
+    ['an error whose message getter throws', () => withThrowingGetter('message')],
+    ['an error whose name getter throws', () => withThrowingGetter('name')],
+    ['an error whose status getter throws', () => withThrowingGetter('status')],
+    [
+      'an error whose stack getter throws (read by the log line)',
+      () => withThrowingGetter('stack'),
+    ],
+    ['an error whose message is not a string', () => Object.assign(new Error(), { message: 42 })],
+  ];
+  for (const [name, make] of oddValues) {
+    it(`records the failure of a handler that throws ${name}`, async () => {
+      const dispatch = await dispatchedStep(throwingManifest);
+      handlerRuns = 0;
+      thrown = make();
+      // A logger that writes, so the line's serialization of the error runs.
+      const log = createLogger({
+        service: 'executor-test',
+        level: 'warn',
+        destination: { write: () => {} },
+      });
+      const { message, settled } = countedMessage(8);
+      await runDispatchedStep(runnerDeps(0, log), message, dispatch);
+      const step = await findStep(handle.db, dispatch.task_id, 1);
+      const outcome = step?.outcome;
+      assert.equal(outcome?.type, 'failed');
+      assert.deepEqual(
+        { handlerRuns, settled, status: step?.status, errorClass: outcome.error.errorClass },
+        { handlerRuns: 1, settled: ['ack'], status: 'failed', errorClass: 'unknown' },
+      );
+      assert.ok(outcome.error.message.length > 0, 'the failure says something');
+    });
+  }
 });

@@ -5,7 +5,12 @@
  */
 import type { JsMsg } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
-import { storableText, type Priority, type StepOutcome } from '@sluice/core';
+import {
+  storableText,
+  type Priority,
+  type SerializedStepError,
+  type StepOutcome,
+} from '@sluice/core';
 import { ROOT_CONTEXT, context } from '@opentelemetry/api';
 import {
   encodeMessage,
@@ -398,12 +403,28 @@ async function execute(
     await progress.close();
     if (abortReason === 'cancelled') return { type: 'cancelled' };
     const stepError = classifyStepError(error, abortReason);
-    log.warn({ err: error, error_class: stepError.errorClass }, 'step failed');
+    logStepFailure(log, error, stepError);
     return { type: 'failed', error: stepError };
   } finally {
     clearTimeout(timeout);
     heartbeat.stop();
     unregister();
+  }
+}
+
+/**
+ * Logs a handler's failure with what it threw. pino's error serializer reads the value's fields,
+ * and a getter that throws there would fail the run in place of the step (see classifyStepError):
+ * such a value is logged by its classified message instead.
+ */
+function logStepFailure(log: Logger, error: unknown, stepError: SerializedStepError): void {
+  try {
+    log.warn({ err: error, error_class: stepError.errorClass }, 'step failed');
+  } catch {
+    log.warn(
+      { err_message: stepError.message, error_class: stepError.errorClass },
+      'step failed (what it threw could not be logged)',
+    );
   }
 }
 

@@ -101,4 +101,20 @@ describe('runInStepSpan', () => {
       /boom/,
     );
   });
+
+  it('rethrows what the handler throws when its shape breaks the span’s record of it', async () => {
+    const withoutPrototype: unknown = Object.create(null);
+    const unreadableStack = new Error('unreadable stack');
+    Object.defineProperty(unreadableStack, 'stack', {
+      get() {
+        throw new Error('stack cannot be read');
+      },
+    });
+    for (const thrown of [withoutPrototype, unreadableStack]) {
+      await assert.rejects(
+        runInStepSpan(task, step, () => Promise.reject(thrown as Error)),
+        (error) => error === thrown,
+      );
+    }
+  });
 });

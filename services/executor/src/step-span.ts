@@ -19,6 +19,7 @@ import {
 } from '@sluice/telemetry';
 import type { StepRecord, TaskRecord } from '@sluice/db';
 import { SpanStatusCode, trace, type Context, type Span } from '@opentelemetry/api';
+import { thrownMessage } from './classify-error.js';
 
 /** The sequence of the step instance within its task. */
 export const ATTR_STEP_SEQ = 'sluice.step.seq';
@@ -62,9 +63,7 @@ export async function runInStepSpan<T>(
       try {
         return await fn(span);
       } catch (error) {
-        const message = error instanceof Error ? error.message : String(error);
-        span.recordException(error instanceof Error ? error : message);
-        span.setStatus({ code: SpanStatusCode.ERROR, message });
+        recordFailure(span, error);
         throw error;
       } finally {
         span.end();
@@ -162,4 +161,19 @@ function parentOf(task: TaskRecord, dispatched: Context | undefined): Context {
   return dispatched !== undefined && trace.getSpanContext(dispatched) !== undefined
     ? dispatched
     : contextFromTraceparent(task.traceParent ?? '');
+}
+
+/**
+ * Marks the span failed with what the handler threw. The value may be of any shape (a getter that
+ * throws, no prototype): nothing here may throw in its place, or the step would fail with the
+ * span's problem instead of its own.
+ */
+function recordFailure(span: Span, error: unknown): void {
+  const message = thrownMessage(error);
+  try {
+    span.recordException(error instanceof Error ? error : message);
+  } catch {
+    span.recordException(message);
+  }
+  span.setStatus({ code: SpanStatusCode.ERROR, message });
 }
