@@ -33,7 +33,11 @@ export const MAX_STEP_ATTEMPTS = 100;
 export interface StepDeclaration {
   /** The resource the step needs: `llm`, `browser`, `file`, `db`, `mcp:<server>`, `tool:<name>`. */
   readonly resource: string;
-  /** How long one attempt may run before it is aborted (default 60 s). */
+  /**
+   * How long one attempt may run before it is aborted (default 60 s): its signal aborts, and a
+   * handler that has not returned 5 s later is given up on (its result discarded) and the attempt
+   * fails as `tool_timeout`.
+   */
   readonly timeoutMs?: number;
   /** Attempts before the step fails for good (default 3). */
   readonly maxAttempts?: number;

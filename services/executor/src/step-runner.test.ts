@@ -59,6 +59,34 @@ const throwing = defineTask({
 });
 const throwingManifest = manifestOf(throwing);
 
+/**
+ * Lets the deaf handlers return (only at their test's end, so that a runner that waits for them
+ * fails its assertion instead of hanging the file).
+ */
+let releaseDeaf: () => void = () => {};
+
+/** A handler that does not return when its signal aborts, only when its test releases it. */
+const deaf = defineTask({
+  name: 'runner-deaf',
+  version: 1,
+  input: z.object({}),
+  firstStep: 'only',
+  steps: { only: { resource: 'llm', timeoutMs: 200, maxAttempts: 1 } },
+  handlers: {
+    only() {
+      handlerRuns += 1;
+      return new Promise((resolve) => {
+        const previous = releaseDeaf;
+        releaseDeaf = () => {
+          previous();
+          resolve(complete({ late: true }));
+        };
+      });
+    },
+  },
+});
+const deafManifest = manifestOf(deaf);
+
 let fixture: TaskTypeDatabase;
 let handle: DatabaseHandle;
 
@@ -108,7 +136,7 @@ function runnerDeps(failOutcomeWrites: number, log = silentLog()): StepRunnerDep
     db: handle.db,
     nc,
     catalog: createBusCatalog('runner'),
-    registry: createTaskRegistry([definition, throwing]),
+    registry: createTaskRegistry([definition, throwing, deaf]),
     llm: { baseUrl: 'http://127.0.0.1:9/v1', apiKey: undefined, model: 'none' },
     log,
     metrics: createMetrics(),
@@ -236,4 +264,49 @@ describe('runDispatchedStep', () => {
       assert.ok(outcome.error.message.length > 0, 'the failure says something');
     });
   }
+
+  it('fails a step whose handler ignores its timeout once the grace after the abort is over', async () => {
+    const dispatch = await dispatchedStep(deafManifest);
+    handlerRuns = 0;
+    const { message, settled } = countedMessage(9);
+    const run = runDispatchedStep({ ...runnerDeps(0), abortGraceMs: 300 }, message, dispatch);
+    // The old runner waited for the handler for ever: the step stayed running (its heartbeat kept
+    // it from the reconciler) and the executor's slot stayed taken.
+    const ended = await Promise.race([
+      run.then(() => true),
+      new Promise<false>((resolve) => setTimeout(() => resolve(false), 5_000).unref()),
+    ]);
+    releaseDeaf();
+    await run;
+    assert.equal(ended, true, 'the run ends after the timeout and its grace');
+    const step = await findStep(handle.db, dispatch.task_id, 1);
+    const outcome = step?.outcome;
+    assert.equal(outcome?.type, 'failed');
+    assert.deepEqual(
+      { handlerRuns, settled, status: step?.status, errorClass: outcome.error.errorClass },
+      { handlerRuns: 1, settled: ['ack'], status: 'failed', errorClass: 'tool_timeout' },
+    );
+    assert.match(outcome.error.message, /did not stop/);
+  });
+
+  it('records a cancel of a step whose handler ignores it once the grace is over', async () => {
+    const dispatch = await dispatchedStep(deafManifest);
+    const deps = { ...runnerDeps(0), abortGraceMs: 300 };
+    const { message, settled } = countedMessage(10);
+    const run = runDispatchedStep(deps, message, dispatch);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    assert.equal(deps.running.cancel(dispatch.task_id), 1);
+    const ended = await Promise.race([
+      run.then(() => true),
+      new Promise<false>((resolve) => setTimeout(() => resolve(false), 5_000).unref()),
+    ]);
+    releaseDeaf();
+    await run;
+    assert.equal(ended, true, 'the run ends after the cancel and its grace');
+    const step = await findStep(handle.db, dispatch.task_id, 1);
+    assert.deepEqual(
+      { settled, outcome: step?.outcome },
+      { settled: ['ack'], outcome: { type: 'cancelled' } },
+    );
+  });
 });

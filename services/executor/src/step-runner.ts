@@ -44,6 +44,7 @@ import {
 } from '@sluice/db';
 import { StepResultError, toJson, toStepOutcome, type TaskDefinition } from '@sluice/sdk';
 import type { Logger, Metrics } from '@sluice/telemetry';
+import { ABORT_GRACE_MS, abortGrace } from './abort-grace.js';
 import { classifyStepError, type AbortReason } from './classify-error.js';
 import { retryWhileDatabaseDown, type DatabaseOutageOptions } from './database-outage.js';
 import { createLlmClient, type LlmClientOptions } from './llm-client.js';
@@ -96,6 +97,11 @@ export interface StepRunnerDeps {
    * message is kept alive meanwhile); absent: a failed write is thrown at once.
    */
   readonly databaseOutage?: Omit<DatabaseOutageOptions, 'keepAlive' | 'onRetry'>;
+  /**
+   * How long a handler may go on after its timeout or a cancel before the runner stops waiting
+   * for it (abort-grace.ts); default {@link ABORT_GRACE_MS}.
+   */
+  readonly abortGraceMs?: number;
 }
 
 /** The abort controllers of the steps running in this process, by task. */
@@ -359,6 +365,9 @@ async function execute(
   };
   const unregister = deps.running.add(ref.taskId, abort);
   const timeout = setTimeout(() => abort('timeout'), stepDefinition.timeoutMs ?? 60_000);
+  const grace = abortGrace(controller.signal, deps.abortGraceMs ?? ABORT_GRACE_MS, () =>
+    abortReason === 'cancelled' ? 'cancel' : 'timeout',
+  );
   const heartbeat = startHeartbeat(deps, message, ref, log);
   const progress = createProgressReporter({
     write: (value) =>
@@ -391,7 +400,11 @@ async function execute(
       (span) => {
         // A task still queued when this step was claimed was started by it (see `start`).
         if (task.status === 'queued') recordTaskStarted(span, step);
-        return Promise.resolve(stepDefinition.run({ ...context, span }));
+        // A handler that ignores its signal is given up on once the grace after the abort is over.
+        return Promise.race([
+          Promise.resolve(stepDefinition.run({ ...context, span })),
+          grace.expired,
+        ]);
       },
       extractTraceContext(message.headers, ROOT_CONTEXT),
     );
@@ -407,6 +420,7 @@ async function execute(
     return { type: 'failed', error: stepError };
   } finally {
     clearTimeout(timeout);
+    grace.stop();
     heartbeat.stop();
     unregister();
   }
