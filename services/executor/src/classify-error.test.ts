@@ -87,4 +87,17 @@ describe('classifyStepError', () => {
       );
     }
   });
+
+  it('shows what a thrown object that is no Error holds, not [object Object]', () => {
+    const cyclic: Record<string, unknown> = { step: 'fetch' };
+    cyclic.self = cyclic;
+    const cases: Array<[unknown, string]> = [
+      [{ message: 'quota exceeded', code: 'E_QUOTA' }, 'quota exceeded'],
+      [{ error: 'bad gateway', status: 502 }, '{"error":"bad gateway","status":502}'],
+      [cyclic, '[object Object]'],
+    ];
+    for (const [value, message] of cases) {
+      assert.equal(classifyStepError(value, undefined).message, message);
+    }
+  });
 });

@@ -67,18 +67,25 @@ function classOf(error: unknown, aborted: AbortReason | undefined): ErrorClass {
 
 /**
  * What a thrown value says, as text: an error's message (or its `toString` when the message is not
- * text), anything else as `String` makes it. Never throws: a value that cannot be read or made text
- * (an object without a prototype, a getter or `toString` that throws) is named by its type.
+ * text), another object's `message` text or else its JSON (a thrown `{ message }` or error body,
+ * which `String` shows as `[object Object]`), anything else as `String` makes it. Never throws: a
+ * value that cannot be read or made text (an object without a prototype, a getter or `toString`
+ * that throws) is named by its type.
  */
 export function thrownMessage(error: unknown): string {
-  if (isError(error)) {
-    const message = readField(error, 'message');
-    if (typeof message === 'string') return message;
-  }
+  const message = readField(error, 'message');
+  if (typeof message === 'string') return message;
+  let text: string;
   try {
-    return String(error);
+    text = String(error);
   } catch {
     return `a thrown ${typeof error} that cannot be shown as text`;
+  }
+  if (text !== '[object Object]') return text;
+  try {
+    return JSON.stringify(error) ?? text;
+  } catch {
+    return text; // a cycle, a bigint
   }
 }
 
