@@ -30,10 +30,20 @@ export function classifyStepError(
   const retryAfterMs = numberField(error, 'retryAfterMs');
   return {
     errorClass,
-    message: storableText(message.slice(0, 2_000)),
+    message: stepErrorMessage(message),
     retryable: isRetryableClass(errorClass) && !isFinalClientError(error),
     ...(retryAfterMs === undefined ? {} : { retryAfterMs }),
   };
+}
+
+/**
+ * A step failure's message as it is stored: its first 2,000 UTF-16 units, storable (see
+ * storableText). It goes into the step's outcome, the task's error, its `step_failed` event, a
+ * dead letter and a repair step's input, whatever the failure: a thrown error or a result Sluice
+ * refuses, whose message may quote a value of any length.
+ */
+export function stepErrorMessage(message: string): string {
+  return storableText(message.slice(0, 2_000));
 }
 
 /**

@@ -59,6 +59,23 @@ const throwing = defineTask({
 });
 const throwingManifest = manifestOf(throwing);
 
+/** What the returning task's handler returns. */
+let returned: unknown;
+const returning = defineTask({
+  name: 'runner-returns',
+  version: 1,
+  input: z.object({}),
+  firstStep: 'only',
+  steps: { only: { resource: 'llm', maxAttempts: 1 } },
+  handlers: {
+    only() {
+      handlerRuns += 1;
+      return Promise.resolve(returned as ReturnType<typeof complete>);
+    },
+  },
+});
+const returningManifest = manifestOf(returning);
+
 /**
  * Lets the deaf handlers return (only at their test's end, so that a runner that waits for them
  * fails its assertion instead of hanging the file).
@@ -136,7 +153,7 @@ function runnerDeps(failOutcomeWrites: number, log = silentLog()): StepRunnerDep
     db: handle.db,
     nc,
     catalog: createBusCatalog('runner'),
-    registry: createTaskRegistry([definition, throwing, deaf]),
+    registry: createTaskRegistry([definition, throwing, deaf, returning]),
     llm: { baseUrl: 'http://127.0.0.1:9/v1', apiKey: undefined, model: 'none' },
     log,
     metrics: createMetrics(),
@@ -307,6 +324,26 @@ describe('runDispatchedStep', () => {
     assert.deepEqual(
       { settled, outcome: step?.outcome },
       { settled: ['ack'], outcome: { type: 'cancelled' } },
+    );
+  });
+
+  it('keeps 2,000 characters of the message of a result Sluice refuses, as of a thrown error', async () => {
+    const dispatch = await dispatchedStep(returningManifest);
+    // The refusal quotes the result's type; an output schema's issue can quote a long value too.
+    returned = { type: `${'x'.repeat(100_000)}\u{1F600}` };
+    const { message, settled } = countedMessage(11);
+    await runDispatchedStep(runnerDeps(0), message, dispatch);
+    const step = await findStep(handle.db, dispatch.task_id, 1);
+    const outcome = step?.outcome;
+    assert.equal(outcome?.type, 'failed');
+    assert.deepEqual(
+      { settled, errorClass: outcome.error.errorClass },
+      { settled: ['ack'], errorClass: 'schema_validation' },
+    );
+    assert.match(outcome.error.message, /^step only returned an object of type "xxx/);
+    assert.ok(
+      outcome.error.message.length <= 2_000,
+      `a message of ${outcome.error.message.length} characters`,
     );
   });
 });

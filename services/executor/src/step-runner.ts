@@ -5,12 +5,7 @@
  */
 import type { JsMsg } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
-import {
-  storableText,
-  type Priority,
-  type SerializedStepError,
-  type StepOutcome,
-} from '@sluice/core';
+import { type Priority, type SerializedStepError, type StepOutcome } from '@sluice/core';
 import { ROOT_CONTEXT, context } from '@opentelemetry/api';
 import {
   encodeMessage,
@@ -45,7 +40,7 @@ import {
 import { StepResultError, toJson, toStepOutcome, type TaskDefinition } from '@sluice/sdk';
 import type { Logger, Metrics } from '@sluice/telemetry';
 import { ABORT_GRACE_MS, abortGrace } from './abort-grace.js';
-import { classifyStepError, type AbortReason } from './classify-error.js';
+import { classifyStepError, stepErrorMessage, type AbortReason } from './classify-error.js';
 import { retryWhileDatabaseDown, type DatabaseOutageOptions } from './database-outage.js';
 import { createLlmClient, type LlmClientOptions } from './llm-client.js';
 import type { LlmGate } from './llm-gate.js';
@@ -468,7 +463,7 @@ function outcomeOf(
       type: 'failed',
       error: {
         errorClass: error.errorClass,
-        message: storableText(error.message),
+        message: stepErrorMessage(error.message),
         retryable: false,
       },
       result: returned.ok ? returned.value : null,
