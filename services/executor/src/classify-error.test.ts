@@ -1,4 +1,6 @@
 import assert from 'node:assert/strict';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { describe, it } from 'node:test';
 import { z } from 'zod';
 import { HttpStatusError } from '@sluice/sdk';
@@ -99,5 +101,29 @@ describe('classifyStepError', () => {
     for (const [value, message] of cases) {
       assert.equal(classifyStepError(value, undefined).message, message);
     }
+  });
+
+  it('says why a request failed, not only that fetch failed', async () => {
+    // A port nothing listens on any more: Node's TypeError says "fetch failed", its cause why.
+    const server = createServer();
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const { port } = server.address() as AddressInfo;
+    await new Promise((resolve) => server.close(resolve));
+    const refused = await fetch(`http://127.0.0.1:${port}/`).then(
+      () => assert.fail('port 9 answered'),
+      (error: unknown) => error,
+    );
+    assert.match(
+      classifyStepError(refused, undefined).message,
+      new RegExp(`^fetch failed: connect ECONNREFUSED 127\\.0\\.0\\.1:${port}$`),
+    );
+    const twice = new Error('outer', { cause: new Error('middle', { cause: 'inner' }) });
+    assert.equal(classifyStepError(twice, undefined).message, 'outer: middle: inner');
+    const quoted = new Error('read failed: socket hang up', { cause: new Error('socket hang up') });
+    assert.equal(
+      classifyStepError(quoted, undefined).message,
+      'read failed: socket hang up',
+      'a cause the message already quotes is not repeated',
+    );
   });
 });

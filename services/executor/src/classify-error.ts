@@ -25,7 +25,7 @@ export function classifyStepError(
   error: unknown,
   aborted: AbortReason | undefined,
 ): SerializedStepError {
-  const message = thrownMessage(error);
+  const message = withCauses(error, thrownMessage(error));
   const errorClass = classOf(error, aborted);
   const retryAfterMs = numberField(error, 'retryAfterMs');
   return {
@@ -97,6 +97,27 @@ export function thrownMessage(error: unknown): string {
   } catch {
     return text; // a cycle, a bigint
   }
+}
+
+/** Causes followed at most, so a long or cyclic chain stays short. */
+const MAX_CAUSES = 3;
+
+/**
+ * `message` followed by what the error's causes say (`fetch failed: connect ECONNREFUSED …`):
+ * Node's fetch rejects with "fetch failed" for every network failure and keeps why in `cause`,
+ * which the user, reading only the message, never saw. A cause the text already holds is not
+ * repeated.
+ */
+function withCauses(error: unknown, message: string): string {
+  let text = message;
+  let current = error;
+  for (let depth = 0; depth < MAX_CAUSES; depth += 1) {
+    current = readField(current, 'cause');
+    if (current === undefined || current === null || current === error) break;
+    const cause = thrownMessage(current);
+    if (cause !== '' && !text.includes(cause)) text = `${text}: ${cause}`;
+  }
+  return text;
 }
 
 /** `error.name` of an Error, else undefined. */
