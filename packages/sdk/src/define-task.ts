@@ -71,8 +71,9 @@ export interface StepDeclaration {
    * it is not dispatched and waits in the ready queue, costing no attempt, until the breaker lets
    * calls through again. `fail`: it fails fast as retryable (`external_5xx`, "circuit breaker of
    * <resource> is open") without running, which counts an attempt; it is retried after its backoff
-   * (at the earliest when the breaker's cool-down ends) and fails for good when its attempts run
-   * out — for a task that would rather fail than wait out an outage.
+   * (at the earliest when the breaker's cool-down ends, and then it waits for the half-open probes)
+   * and fails for good when its attempts run out — for a task that would rather fail than wait out
+   * an outage.
    */
   readonly whileBreakerOpen?: WhileBreakerOpen;
 }

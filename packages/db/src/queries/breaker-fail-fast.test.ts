@@ -9,7 +9,7 @@
 import assert from 'node:assert/strict';
 import { after, before, beforeEach, describe, it } from 'node:test';
 import { sql } from 'drizzle-orm';
-import { CLOSED_BREAKER } from '@sluice/core';
+import { CLOSED_BREAKER, type BreakerState } from '@sluice/core';
 import type { DatabaseHandle } from '../client.js';
 import { openTaskTypeDatabase, type TaskTypeDatabase } from '../testing/index.js';
 import { GOVERNOR_LEADER_ROLE, saveBreaker } from './breakers.js';
@@ -152,10 +152,27 @@ describe('findFailFastSteps', () => {
     const [withCoolDown] = await find();
     const asked = withCoolDown?.retryAfterMs ?? -1;
     assert.ok(asked > 25_000 && asked <= 30_000, `asked ${asked} ms`);
+  });
 
-    assert.ok(await save(Date.now() - 1_000));
-    const [coolDownOver] = await find();
-    assert.equal(coolDownOver?.retryAfterMs, undefined, 'a cool-down that is over asks nothing');
+  it("leaves a step waiting once the breaker's cool-down is over, for its half-open probes", async () => {
+    const { stepId } = await makeTask(failing);
+    const epoch = await advanceLeaderEpoch(handle.db, GOVERNOR_LEADER_ROLE, 'gov-a');
+    const save = (state: BreakerState) => saveBreaker(handle.db, { resource: FLAKY, state }, epoch);
+    // Open, its cool-down over: the governor moves it to half-open at its next tick (up to a
+    // second on), and the decision the scheduler reads says open until then. A step failed fast
+    // meanwhile retried after its backoff alone (often less than that), failed fast again, and so
+    // spent its attempts before a probe could run; with them gone, its task failed for good.
+    const open = { ...CLOSED_BREAKER, status: 'open' as const, reason: 'failures' };
+    assert.ok(await save({ ...open, coolDownUntilMs: Date.now() - 1_000 }));
+    assert.deepEqual(await find(), [], 'it waits for the half-open state');
+    // Half-open in Postgres while the decision still says open (forced open by an override, or a
+    // decision not yet published): the step's backoff decides, as for a forced breaker.
+    assert.ok(await save({ ...CLOSED_BREAKER, status: 'half_open', halfOpenSinceMs: Date.now() }));
+    const [forced] = await find();
+    assert.deepEqual(forced && { stepId: forced.stepId, asked: forced.retryAfterMs }, {
+      stepId,
+      asked: undefined,
+    });
   });
 });
 

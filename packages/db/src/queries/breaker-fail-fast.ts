@@ -47,6 +47,9 @@ export function breakerOpenError(resource: string, retryAfterMs?: number): Seria
  * Up to `limit` ready, due steps of the given resources (those with open breakers) whose task is
  * queued or running, neither cancelling nor pausing, and whose declaration in the task's pinned
  * manifest says `whileBreakerOpen: 'fail'` (a step without the field waits), most urgent first.
+ * Not while the governor's `breakers` row is open with its cool-down over: the breaker is about to
+ * go half-open (the decision says so at the governor's next tick), and a step failed then would
+ * retry after its backoff alone, fail fast again and spend its attempts before any probe ran.
  * Reads without locking: {@link failStepWhileBreakerOpen} locks and checks each again.
  */
 export async function findFailFastSteps(
@@ -80,6 +83,9 @@ export async function findFailFastSteps(
       and t.status in ('queued', 'running')
       and not t.cancel_requested
       and not t.pause_requested
+      -- Its cool-down over, the breaker goes half-open at the governor's next tick: the step
+      -- waits for that (a probe), rather than spend its attempts failing fast meanwhile.
+      and not coalesce(b.status = 'open' and b.cool_down_until <= now(), false)
       and exists (
         select 1 from jsonb_array_elements(tt.steps) d
         where d ->> 'name' = s.name and d ->> 'whileBreakerOpen' = 'fail'
