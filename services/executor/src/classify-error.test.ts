@@ -126,4 +126,25 @@ describe('classifyStepError', () => {
       'a cause the message already quotes is not repeated',
     );
   });
+
+  it('says why a request failed when the cause is an AggregateError without a message', () => {
+    // What Node's fetch rejects with when a host name has an IPv6 and an IPv4 address and both
+    // refuse (happy eyeballs): the cause's own message is empty, its errors say why.
+    const cause = Object.assign(
+      new AggregateError([
+        new Error('connect ECONNREFUSED ::1:8080'),
+        new Error('connect ECONNREFUSED 127.0.0.1:8080'),
+      ]),
+      { code: 'ECONNREFUSED' },
+    );
+    assert.equal(
+      classifyStepError(new TypeError('fetch failed', { cause }), undefined).message,
+      'fetch failed: connect ECONNREFUSED ::1:8080; connect ECONNREFUSED 127.0.0.1:8080',
+    );
+    const coded = Object.assign(new Error(''), { code: 'ETIMEDOUT' });
+    assert.equal(
+      classifyStepError(new TypeError('fetch failed', { cause: coded }), undefined).message,
+      'fetch failed: ETIMEDOUT',
+    );
+  });
 });

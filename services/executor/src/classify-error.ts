@@ -114,10 +114,36 @@ function withCauses(error: unknown, message: string): string {
   for (let depth = 0; depth < MAX_CAUSES; depth += 1) {
     current = readField(current, 'cause');
     if (current === undefined || current === null || current === error) break;
-    const cause = thrownMessage(current);
+    const cause = causeText(current);
     if (cause !== '' && !text.includes(cause)) text = `${text}: ${cause}`;
   }
   return text;
+}
+
+/** Errors of an AggregateError named at most. */
+const MAX_AGGREGATED = 3;
+
+/**
+ * What a cause says: its message, or when that is empty (Node's AggregateError of a connection to
+ * every address of a host, its `code` set) the messages of its errors, else its `code`.
+ */
+function causeText(cause: unknown): string {
+  const message = thrownMessage(cause);
+  if (message !== '') return message;
+  const errors = readField(cause, 'errors');
+  try {
+    if (Array.isArray(errors)) {
+      const messages = errors
+        .slice(0, MAX_AGGREGATED)
+        .map((error) => thrownMessage(error))
+        .filter((text) => text !== '');
+      if (messages.length > 0) return messages.join('; ');
+    }
+  } catch {
+    // an array whose items cannot be read: its code, if any
+  }
+  const code = readField(cause, 'code');
+  return typeof code === 'string' ? code : '';
 }
 
 /** `error.name` of an Error, else undefined. */
