@@ -346,4 +346,29 @@ describe('runDispatchedStep', () => {
       `a message of ${outcome.error.message.length} characters`,
     );
   });
+
+  it('fails a step of a type version this executor does not know as retryable', async () => {
+    // In a rolling deployment the newest executor registers version 2 and new tasks pin it, while
+    // the older executors of the same resource still receive their steps. Failed for good, such a
+    // task ended on whichever executor took it first; retried, another executor can run it (and
+    // when none can, its attempts end in a dead letter that can be redriven after the deploy).
+    const dispatch = await dispatchedStep(throwingManifest);
+    const deps = { ...runnerDeps(0), registry: createTaskRegistry([definition]) };
+    const { message, settled } = countedMessage(12);
+    await runDispatchedStep(deps, message, dispatch);
+    const step = await findStep(handle.db, dispatch.task_id, 1);
+    const outcome = step?.outcome;
+    assert.equal(outcome?.type, 'failed');
+    assert.deepEqual(
+      { settled, error: outcome.error },
+      {
+        settled: ['ack'],
+        error: {
+          errorClass: 'unknown',
+          message: 'this executor has no definition of runner-throws v1 step only',
+          retryable: true,
+        },
+      },
+    );
+  });
 });

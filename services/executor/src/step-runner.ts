@@ -343,12 +343,14 @@ async function execute(
   const definition = deps.registry.find(task.type, task.typeVersion);
   const stepDefinition = definition && deps.registry.step(definition, step.name);
   if (!definition || !stepDefinition) {
+    // Retryable: another executor of the resource may know it (in a rolling deployment, tasks pin
+    // the version the newest executor registered while older ones still take their steps).
     return {
       type: 'failed',
       error: {
         errorClass: 'unknown',
         message: `this executor has no definition of ${task.type} v${task.typeVersion} step ${step.name}`,
-        retryable: false,
+        retryable: true,
       },
     };
   }
