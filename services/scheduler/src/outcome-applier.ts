@@ -67,7 +67,7 @@ import {
   type Logger,
   type Metrics,
 } from '@sluice/telemetry';
-import type { RetryBudgetLedger } from './retry-budget-ledger.js';
+import { tentativeLedger, type RetryBudgetLedger } from './retry-budget-ledger.js';
 import {
   ATTR_OUTCOME_TYPE,
   SPAN_APPLY_OUTCOME,
@@ -131,7 +131,11 @@ const NOTHING: Applied = { stepsAdded: false, abortTask: false };
  * (an empty pass costs the `commit`).
  */
 export async function applyOutcomeBatch(deps: OutcomeApplierDeps): Promise<boolean> {
-  const pass = await deps.db.transaction(async (tx) => {
+  // What the pass counts in the retry budget (in memory) stands only if its transaction commits:
+  // a pass that rolls back is applied again, and would count its attempts and retries twice.
+  const budget = deps.retryBudget && tentativeLedger(deps.retryBudget);
+  const applyDeps: ApplyDeps = { log: deps.log, retryBudget: budget?.ledger };
+  const transaction = deps.db.transaction(async (tx) => {
     // The outcomes and every task of the batch, locked at once.
     const { outcomes, tasks: locked } = await lockUnappliedOutcomes(tx, deps.batchSize);
     if (outcomes.length === 0) return undefined;
@@ -142,7 +146,9 @@ export async function applyOutcomeBatch(deps: OutcomeApplierDeps): Promise<boole
     const counted: Applied[] = [];
     for (const outcome of outcomes) {
       // Every finished attempt counts towards its resource's retry budget (a cancel is not one).
-      if (outcome.outcome.type !== 'cancelled') deps.retryBudget?.recordAttempt(outcome.resource);
+      if (outcome.outcome.type !== 'cancelled') {
+        applyDeps.retryBudget?.recordAttempt(outcome.resource);
+      }
       const alone = outcomesOf.get(outcome.taskId) === 1;
       const task = alone ? locked.get(outcome.taskId) : await lockTask(tx, outcome.taskId);
       if (!task)
@@ -151,7 +157,7 @@ export async function applyOutcomeBatch(deps: OutcomeApplierDeps): Promise<boole
         completions.push({ task, recorded: outcome }); // all together below, in one statement
         continue;
       }
-      const applied = await applyTraced(tx, task, outcome, deps);
+      const applied = await applyTraced(tx, task, outcome, applyDeps);
       added ||= applied.stepsAdded;
       if (applied.abortTask) abort.push(outcome.taskId);
       counted.push(applied);
@@ -173,6 +179,10 @@ export async function applyOutcomeBatch(deps: OutcomeApplierDeps): Promise<boole
       results: counted,
       settleDue,
     };
+  });
+  const pass = await transaction.catch((error: unknown) => {
+    budget?.rollBack();
+    throw error;
   });
   if (pass === undefined) return false;
   const { count, stepsAdded, aborted, results, settleDue } = pass;

@@ -19,6 +19,47 @@ export interface RetryBudgetLedger {
   recordAttempt(resource: string, now?: number): void;
   /** Places a retry of `resource` the backoff wants at `dueAt`, and counts it. */
   placeRetry(resource: string, dueAt: number, now?: number): RetryPlacement;
+  /** Takes back an attempt counted at `at` (its pass rolled back). */
+  forgetAttempt(resource: string, at: number): void;
+  /** Takes back a retry placed in `window` (its pass rolled back). */
+  forgetRetry(resource: string, window: number): void;
+}
+
+/** The counts of one pass over a ledger: kept when its transaction commits, else taken back. */
+export interface TentativeLedger {
+  /** Counts in the ledger at once (later outcomes of the pass see them) and remembers them. */
+  readonly ledger: RetryBudgetLedger;
+  /** The pass's transaction rolled back: what it counted did not happen. */
+  rollBack(): void;
+}
+
+/**
+ * A pass over `ledger` whose counts can be taken back. The counts live in memory while the pass's
+ * writes are in a transaction: without this, a pass that failed (a lost connection, a deadlock)
+ * left its retries counted, and the pass that applied the same outcomes again counted them twice,
+ * pushing real retries later for room taken by retries that never were.
+ */
+export function tentativeLedger(ledger: RetryBudgetLedger): TentativeLedger {
+  const undo: Array<() => void> = [];
+  return {
+    ledger: {
+      config: ledger.config,
+      recordAttempt(resource, now = Date.now()) {
+        ledger.recordAttempt(resource, now);
+        undo.push(() => ledger.forgetAttempt(resource, now));
+      },
+      placeRetry(resource, dueAt, now) {
+        const placement = ledger.placeRetry(resource, dueAt, now);
+        undo.push(() => ledger.forgetRetry(resource, placement.window));
+        return placement;
+      },
+      forgetAttempt: (resource, at) => ledger.forgetAttempt(resource, at),
+      forgetRetry: (resource, window) => ledger.forgetRetry(resource, window),
+    },
+    rollBack() {
+      for (const take of undo.splice(0).reverse()) take();
+    },
+  };
 }
 
 interface ResourceCounts {
@@ -69,6 +110,17 @@ export function createRetryBudgetLedger(
       });
       counts.retries.set(placement.window, (counts.retries.get(placement.window) ?? 0) + 1);
       return placement;
+    },
+    forgetAttempt(resource, at) {
+      const attempts = byResource.get(resource)?.attempts;
+      const index = attempts?.lastIndexOf(at) ?? -1;
+      if (index >= 0) attempts?.splice(index, 1);
+    },
+    forgetRetry(resource, window) {
+      const retries = byResource.get(resource)?.retries;
+      const count = retries?.get(window) ?? 0;
+      if (count > 1) retries?.set(window, count - 1);
+      else retries?.delete(window);
     },
   };
 }

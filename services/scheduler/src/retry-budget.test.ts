@@ -38,6 +38,7 @@ const typeOn = (name: string, resource: string): TaskTypeManifest => ({
 });
 const stormy = typeOn('stormy', 'tool:stormy');
 const calm = typeOn('calm', 'tool:calm');
+const rolled = typeOn('rolled', 'tool:rolled');
 const serverError: SerializedStepError = {
   errorClass: 'external_5xx',
   message: 'HTTP 503',
@@ -65,6 +66,7 @@ before(async () => {
   await createTenant(handle.db, { id: 'acme' });
   await registerTaskType(handle.db, stormy);
   await registerTaskType(handle.db, calm);
+  await registerTaskType(handle.db, rolled);
 });
 
 after(async () => {
@@ -175,6 +177,60 @@ describe('retry budget in the outcome applier', () => {
     assert.equal(count('tool:calm'), 0);
     const retries = (await metrics.retryCount.get()).values;
     assert.equal(retries.find((v) => v.labels['error_class'] === 'external_5xx')?.value, BURST + 2);
+  });
+});
+
+describe('retry budget after a rolled-back pass', () => {
+  it('counts only the retries of a pass that committed', async () => {
+    // Four retries a window whatever the attempts, so a retry counted by a pass that rolled back
+    // (the ledger's count is in memory, the pass's writes are gone) takes a real one's room.
+    const four: RetryBudgetConfig = {
+      ratio: 0,
+      windowMs: 10_000,
+      minRetriesPerSecond: 0.4,
+      maxDeferMs: 60_000,
+    };
+    const ids: string[] = [];
+    for (let i = 0; i < 4; i += 1) ids.push(await failedTask(rolled));
+    const deps = {
+      db: handle.db,
+      log: createLogger({ service: 'retry-budget-test', level: 'silent' }),
+      metrics: createMetrics(),
+      batchSize: 50,
+      onStepsReady: () => undefined,
+      abortRunningSteps: () => undefined,
+      retryBudget: createRetryBudgetLedger(four),
+    };
+    // The first passes fail after placing their first retry: its task's transition is refused by
+    // a trigger, as a lost connection or a deadlock would fail the pass.
+    await handle.sql.unsafe(`
+      create function refuse_fail_retryable() returns trigger language plpgsql as $$
+      begin
+        if new.type = 'fail_retryable' then raise exception 'pass fails'; end if;
+        return new;
+      end $$;
+      create trigger refuse_fail_retryable before insert on task_events
+        for each row execute function refuse_fail_retryable();
+    `);
+    try {
+      for (let pass = 0; pass < 3; pass += 1) {
+        await assert.rejects(applyOutcomeBatch(deps), (error: Error) =>
+          /pass fails/.test(String(error.cause)),
+        );
+      }
+    } finally {
+      await handle.sql.unsafe(`
+        drop trigger refuse_fail_retryable on task_events;
+        drop function refuse_fail_retryable();
+      `);
+    }
+    while (await applyOutcomeBatch(deps));
+    const retries = await Promise.all(ids.map(retriedOf));
+    assert.deepEqual(
+      retries.map((retried) => ({ status: retried.status, deferredMs: retried.deferredMs })),
+      ids.map(() => ({ status: 'failed_retryable', deferredMs: 0 })),
+      'four retries in a budget of four a window: none pushed later',
+    );
   });
 });
 
