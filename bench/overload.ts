@@ -33,6 +33,7 @@ import {
   type FakeLlmServer,
   type FakeLlmStats,
 } from '../test/support/fake-llm-server.js';
+import { LoadSends, type Priority } from './overload/load-sends.js';
 import { loadNow, machineFacts } from './overload/machine.js';
 import { hiddenCapacity, parseOverloadOptions, type OverloadOptions } from './overload/options.js';
 import {
@@ -60,8 +61,6 @@ const MAX_CREATES_IN_FLIGHT = 32;
 const WARM_UP_TASKS = 3;
 const SAMPLE_MS = 250;
 const POLL_MS = 1_000;
-
-type Priority = 'PRIORITY_P0' | 'PRIORITY_P3';
 
 /**
  * Aborted when the run ends early (failure or signal): the flood and the stream stop sending, so
@@ -266,43 +265,25 @@ async function loadPhase(
     () => samples.push({ at: performance.now(), llm: llm.stats() }),
     SAMPLE_MS,
   );
-  const submits: Array<Promise<string>> = [];
-  const p3Keys: string[] = [];
-  const p0Keys: string[] = [];
-  let floodSubmitted = false;
-  let floodSeconds = Number.NaN;
   let loadOver = false;
 
+  const sends = new LoadSends({
+    p3: options.p3,
+    floodSeconds: options.floodSeconds,
+    p0PerSecond: options.p0PerSecond,
+    started,
+    submit: (key, priority) => submitter.submit(key, priority),
+    signal: shutdown.signal,
+  });
+  const { p0Keys, p3Keys } = sends;
   try {
-    const flood = (async () => {
-      const wave = 10;
-      const waveMs = (options.floodSeconds * 1_000 * wave) / options.p3;
-      for (let i = 0; i < options.p3 && !shutdown.signal.aborted; i += wave) {
-        for (let j = i; j < Math.min(options.p3, i + wave); j++) {
-          const key = `p3-${j}`;
-          p3Keys.push(key);
-          submits.push(submitter.submit(key, 'PRIORITY_P3'));
-        }
-        const next = started + ((i + wave) / wave) * waveMs;
-        await sleep(Math.max(0, next - performance.now()));
-      }
-      await Promise.all(submits.slice());
-      floodSeconds = (performance.now() - started) / 1_000;
-      floodSubmitted = true;
-    })();
-    const stream = (async () => {
-      const everyMs = 1_000 / options.p0PerSecond;
-      for (let i = 0; !loadOver && !shutdown.signal.aborted; i++) {
-        const key = `load-p0-${i}`;
-        p0Keys.push(key);
-        submits.push(submitter.submit(key, 'PRIORITY_P0'));
-        await sleep(Math.max(0, started + (i + 1) * everyMs - performance.now()));
-      }
-    })();
-
     let ended = Number.NaN;
     while (!loadOver) {
       await sleep(POLL_MS);
+      if (sends.failure !== undefined) {
+        const { key, error } = sends.failure;
+        throw new Error(`the create of ${key} failed: ${String(error)}`, { cause: error });
+      }
       if (performance.now() > deadline) {
         throw new Error(`the load did not drain within ${options.timeoutSeconds} s`);
       }
@@ -315,13 +296,13 @@ async function loadPhase(
           `finished ${open.p3Done}; rejected ${submitter.rejectedP3}; P0 sent ${p0Keys.length}; ` +
           `LLM ${s.calls} calls, 429 ${share(s.rateLimited, s.calls)}; level ${level}`,
       );
-      if (floodSubmitted && open.p3 === 0) {
+      if (sends.floodSeconds !== undefined && open.p3 === 0) {
         loadOver = true;
+        sends.stop();
         ended = performance.now();
       }
     }
-    await Promise.all([flood, stream]);
-    await Promise.all(submits);
+    await sends.settled();
     progress.done();
     samples.push({ at: ended, llm: llm.stats() });
     clearInterval(sampler);
@@ -338,7 +319,7 @@ async function loadPhase(
       p3Keys,
       window: {
         seconds,
-        floodSeconds,
+        floodSeconds: sends.floodSeconds ?? Number.NaN,
         llmCalls: last.llm.calls - first.llm.calls,
         llm429: last.llm.rateLimited - first.llm.rateLimited,
         llmSucceeded: last.llm.succeeded - first.llm.succeeded,
@@ -356,7 +337,7 @@ async function loadPhase(
     };
   } finally {
     clearInterval(sampler);
-    loadOver = true;
+    sends.stop();
   }
 }
 

@@ -34,7 +34,13 @@ const CHECKS = [
 const TEST_TIMEOUT_MS = 15 * 60_000;
 
 /** Where test files live, relative to the repository root ("*" is one directory level). */
-const TEST_ROOTS = ['packages/*/src', 'services/*/src', 'test', 'bench/compare/src'];
+const TEST_ROOTS = [
+  'packages/*/src',
+  'services/*/src',
+  'test',
+  'bench/compare/src',
+  'bench/overload',
+];
 
 const filters = process.argv.slice(2).map(normalizeFilter);
 
