@@ -17,7 +17,6 @@ import {
   jetstreamManager,
   StorageType,
   type ConsumerMessages,
-  type JetStreamManager,
 } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
 import postgres from 'postgres';
@@ -145,10 +144,50 @@ async function timed(work: () => Promise<unknown>): Promise<number> {
   return epochNow() - start;
 }
 
+/**
+ * What an opener has set up so far (a database, a connection, a stream …), undone in reverse: by
+ * the hop's `close`, or at once when a later step of the opening fails, so that a failed open
+ * leaves nothing behind.
+ */
+class SetUp {
+  private readonly undo: Array<() => Promise<unknown>> = [];
+
+  /** `step` undoes what was just set up. */
+  add(step: () => Promise<unknown>): void {
+    this.undo.push(step);
+  }
+
+  /** Undoes everything, every step even after one failed; rejects with the first failure. */
+  async close(): Promise<void> {
+    const failures: unknown[] = [];
+    for (const step of this.undo.splice(0).reverse()) {
+      await step().catch((error: unknown) => failures.push(error));
+    }
+    if (failures.length > 0) throw failures[0];
+  }
+}
+
+/** Runs `open`; when it fails, undoes what it had set up before rethrowing. */
+async function opening(open: (setUp: SetUp) => Promise<OpenHop>): Promise<OpenHop> {
+  const setUp = new SetUp();
+  try {
+    return await open(setUp);
+  } catch (error) {
+    // The open's own error is the one to report; one from undoing would hide it.
+    await setUp.close().catch(() => undefined);
+    throw error;
+  }
+}
+
 const OPENERS: Readonly<Record<HopName, () => Promise<OpenHop>>> = {
   grpc: openGrpcHop,
   'pg-read': () => openPostgresHop((sql) => sql`select 1`),
-  'pg-commit': () => openPostgresHop((sql) => sql`insert into hops (payload) values (${PAYLOAD})`),
+  'pg-commit': () =>
+    openPostgresHop(
+      (sql) => sql`insert into hops (payload) values (${PAYLOAD})`,
+      (sql) =>
+        sql`create table hops (id bigint generated always as identity primary key, payload text)`,
+    ),
   nats: openNatsHop,
   'jetstream-publish': () => openJetStreamHop('publish'),
   'jetstream-delivery': () => openJetStreamHop('delivery'),
@@ -195,107 +234,107 @@ async function openGrpcHop(): Promise<OpenHop> {
   };
 }
 
-async function openPostgresHop(
+/** A Postgres hop on a fresh database: `setup` runs once (e.g. creates the table written to). */
+export function openPostgresHop(
   statement: (sql: postgres.Sql) => Promise<unknown>,
+  setup?: (sql: postgres.Sql) => Promise<unknown>,
 ): Promise<OpenHop> {
-  const database: TestDatabase = await createTestDatabase();
-  const sql = postgres(database.url, { max: 1, onnotice: () => undefined });
-  await sql`create table hops (id bigint generated always as identity primary key, payload text)`;
-  const [backend] = await sql<{ pid: number }[]>`select pg_backend_pid() as pid`;
-  return {
-    pass: () => timed(() => statement(sql)),
-    serverPids: backend === undefined ? [] : [backend.pid],
-    async close() {
-      await sql.end();
-      await database.drop();
-    },
-  };
-}
-
-async function openNatsHop(): Promise<OpenHop> {
-  const token = randomBytes(4).toString('hex');
-  const subject = `bench.hops.${token}`;
-  const sender = await connectNats({ url: natsUrl(), name: `bench-hops-send-${token}` });
-  const receiver = await connectNats({ url: natsUrl(), name: `bench-hops-receive-${token}` });
-  let arrived: (() => void) | undefined;
-  receiver.subscribe(subject, { callback: () => arrived?.() });
-  // The subscription reaches the server before the first publish.
-  await receiver.flush();
-  const payload = Buffer.from(PAYLOAD);
-  const serverPids = await natsServerPids();
-  return {
-    pass: () =>
-      timed(
-        () =>
-          new Promise<void>((resolve) => {
-            arrived = resolve;
-            sender.publish(subject, payload);
-          }),
-      ),
-    serverPids,
-    async close() {
-      await closeNats(sender);
-      await closeNats(receiver);
-    },
-  };
-}
-
-async function openJetStreamHop(kind: 'publish' | 'delivery'): Promise<OpenHop> {
-  const token = randomBytes(4).toString('hex');
-  const stream = `BENCH_HOPS_${token}`;
-  const subject = `bench.hops.${token}`;
-  const nc: NatsConnection = await connectNats({ url: natsUrl(), name: `bench-hops-${token}` });
-  const jsm = await jetstreamManager(nc);
-  await jsm.streams.add({ name: stream, subjects: [subject], storage: StorageType.File });
-  const js = jetstream(nc);
-  const payload = Buffer.from(PAYLOAD);
-  const serverPids = await natsServerPids();
-  if (kind === 'publish') {
+  return opening(async (setUp) => {
+    const database: TestDatabase = await createTestDatabase();
+    setUp.add(() => database.drop());
+    const sql = postgres(database.url, { max: 1, onnotice: () => undefined });
+    setUp.add(() => sql.end());
+    await setup?.(sql);
+    const [backend] = await sql<{ pid: number }[]>`select pg_backend_pid() as pid`;
     return {
-      pass: () => timed(() => js.publish(subject, payload)),
-      serverPids,
-      close: () => removeStream(jsm, nc, stream),
+      pass: () => timed(() => statement(sql)),
+      serverPids: backend === undefined ? [] : [backend.pid],
+      close: () => setUp.close(),
     };
-  }
-  // Delivery: a durable pull consumer with a pull waiting, as an idle executor has one.
-  await jsm.consumers.add(stream, { durable_name: 'hops', ack_policy: AckPolicy.None });
-  const consumer = await js.consumers.get(stream, 'hops');
-  const messages: ConsumerMessages = await consumer.consume({ max_messages: 1, expires: 5_000 });
-  let arrived: (() => void) | undefined;
-  const reading = (async () => {
-    for await (const message of messages) {
-      void message;
-      arrived?.();
+  });
+}
+
+function openNatsHop(): Promise<OpenHop> {
+  return opening(async (setUp) => {
+    const token = randomBytes(4).toString('hex');
+    const subject = `bench.hops.${token}`;
+    const sender = await connectNats({ url: natsUrl(), name: `bench-hops-send-${token}` });
+    setUp.add(() => closeNats(sender));
+    const receiver = await connectNats({ url: natsUrl(), name: `bench-hops-receive-${token}` });
+    setUp.add(() => closeNats(receiver));
+    let arrived: (() => void) | undefined;
+    receiver.subscribe(subject, { callback: () => arrived?.() });
+    // The subscription reaches the server before the first publish.
+    await receiver.flush();
+    const payload = Buffer.from(PAYLOAD);
+    const serverPids = await natsServerPids();
+    return {
+      pass: () =>
+        timed(
+          () =>
+            new Promise<void>((resolve) => {
+              arrived = resolve;
+              sender.publish(subject, payload);
+            }),
+        ),
+      serverPids,
+      close: () => setUp.close(),
+    };
+  });
+}
+
+/** A JetStream hop on a stream of its own; delivery's durable pull consumer is `durable`. */
+export function openJetStreamHop(kind: 'publish' | 'delivery', durable = 'hops'): Promise<OpenHop> {
+  return opening(async (setUp) => {
+    const token = randomBytes(4).toString('hex');
+    const stream = `BENCH_HOPS_${token}`;
+    const subject = `bench.hops.${token}`;
+    const nc: NatsConnection = await connectNats({ url: natsUrl(), name: `bench-hops-${token}` });
+    setUp.add(() => closeNats(nc));
+    const jsm = await jetstreamManager(nc);
+    await jsm.streams.add({ name: stream, subjects: [subject], storage: StorageType.File });
+    setUp.add(() => jsm.streams.delete(stream));
+    const js = jetstream(nc);
+    const payload = Buffer.from(PAYLOAD);
+    const serverPids = await natsServerPids();
+    if (kind === 'publish') {
+      return {
+        pass: () => timed(() => js.publish(subject, payload)),
+        serverPids,
+        close: () => setUp.close(),
+      };
     }
-  })();
-  return {
-    pass: () =>
-      timed(
-        () =>
-          new Promise<void>((resolve, reject) => {
-            arrived = resolve;
-            js.publish(subject, payload).catch(reject);
-          }),
-      ),
-    serverPids,
-    async close() {
+    // Delivery: a durable pull consumer with a pull waiting, as an idle executor has one.
+    await jsm.consumers.add(stream, { durable_name: durable, ack_policy: AckPolicy.None });
+    const consumer = await js.consumers.get(stream, durable);
+    const messages: ConsumerMessages = await consumer.consume({ max_messages: 1, expires: 5_000 });
+    let arrived: (() => void) | undefined;
+    const reading = (async () => {
+      for await (const message of messages) {
+        void message;
+        arrived?.();
+      }
+    })();
+    setUp.add(async () => {
       await messages.close();
       await reading;
-      await removeStream(jsm, nc, stream);
-    },
-  };
+    });
+    return {
+      pass: () =>
+        timed(
+          () =>
+            new Promise<void>((resolve, reject) => {
+              arrived = resolve;
+              js.publish(subject, payload).catch(reject);
+            }),
+        ),
+      serverPids,
+      close: () => setUp.close(),
+    };
+  });
 }
 
 /** The machine's nats-server processes (the hop's far side; shared, so keep the machine quiet). */
 async function natsServerPids(): Promise<number[]> {
   return (await machineNatsServer()).map((server) => server.pid);
-}
-
-async function removeStream(
-  jsm: JetStreamManager,
-  nc: NatsConnection,
-  stream: string,
-): Promise<void> {
-  await jsm.streams.delete(stream);
-  await closeNats(nc);
 }
