@@ -63,6 +63,46 @@ describe('combineRuns', () => {
     );
   });
 
+  it("keeps every run's failure-like notes, once each, saying which runs; ordinary ones once", () => {
+    const noted = (result: ScenarioResult, ...notes: string[]): ScenarioResult => ({
+      ...result,
+      notes: ['100 measured jobs after 20 warm-up jobs', ...notes],
+    });
+    const early = '12 jobs were handled before the workers were started';
+    const combined = combineRuns(
+      [
+        noted(run(100), 'send → start p50 of each tenth: 1, 2 ms'),
+        noted(run(300), 'teardown failed: stream not found', early, 'send → start: 3, 4 ms'),
+        noted(run(200), early, 'completion seen for 90 of 100 jobs within 30 s'),
+      ],
+      [noted(run(50), 'processes() failed: ESRCH')],
+    );
+    assert.equal(combined.failure, undefined);
+    const notes = combined.notes;
+    assert.deepEqual(
+      notes.filter((n) => n.startsWith('100 measured jobs')),
+      ['100 measured jobs after 20 warm-up jobs'],
+    );
+    assert.ok(notes.includes('teardown failed: stream not found (run 2 of 3)'), notes.join('\n'));
+    assert.ok(notes.includes(`${early} (runs 2, 3 of 3)`), notes.join('\n'));
+    assert.ok(notes.includes('completion seen for 90 of 100 jobs within 30 s (run 3 of 3)'));
+    assert.ok(notes.includes('processes() failed: ESRCH (warm-up run)'), notes.join('\n'));
+    // An ordinary note of a later run (its own figures in words) is not repeated.
+    assert.ok(!notes.some((n) => n.startsWith('send → start: 3, 4')), notes.join('\n'));
+  });
+
+  it("a failed result keeps the other runs' failure-like notes too", () => {
+    const combined = combineRuns([
+      { ...run(100), notes: ['teardown failed: connection reset'] },
+      run(0, '3 missing'),
+    ]);
+    assert.equal(combined.failure, 'run 2 of 2: 3 missing');
+    assert.ok(
+      combined.notes.includes('teardown failed: connection reset (run 1 of 2)'),
+      combined.notes.join('\n'),
+    );
+  });
+
   it('passes a single run through', () => {
     assert.deepEqual(combineRuns([run(100)]), run(100));
   });

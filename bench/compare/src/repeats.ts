@@ -15,11 +15,63 @@ export function median(values: readonly number[]): number {
 }
 
 /**
+ * Notes that say a run was not clean — its teardown failed (something may be left behind), jobs
+ * ran before the workers were started, completions went unseen, a reading failed, the harness
+ * sent late — by where they are written. Every run's are kept: a later run's would otherwise
+ * vanish behind the first run's notes. The other notes say what was measured, alike from run to
+ * run, and the first run's stand for all (the figures' ranges say how the runs differed).
+ */
+const FAILURE_LIKE_NOTES: readonly RegExp[] = [
+  /^teardown failed: /, // framed-run.ts
+  / were handled before the workers were started$/, // drain, priority, footprint, three-step
+  /^completion seen for /, // end-to-end
+  /^processes\(\) failed: /, // end-to-end, footprint
+  /^Postgres per job: not read /, // postgres-work.ts
+  /^the harness sent /, // arrivals.ts: a busy machine
+];
+
+export function failureLike(note: string): boolean {
+  return FAILURE_LIKE_NOTES.some((pattern) => pattern.test(note));
+}
+
+/** Each failure-like note of the runs once, with the runs it came from: `… (runs 2, 3 of 3)`. */
+function failureLikeNotes(
+  runs: readonly ScenarioResult[],
+  warmUps: readonly ScenarioResult[],
+): string[] {
+  const from = new Map<string, { warmUps: number[]; runs: number[] }>();
+  const collect = (results: readonly ScenarioResult[], kind: 'warmUps' | 'runs') => {
+    results.forEach((result, index) => {
+      for (const note of new Set(result.notes.filter(failureLike))) {
+        const seen = from.get(note) ?? { warmUps: [], runs: [] };
+        seen[kind].push(index + 1);
+        from.set(note, seen);
+      }
+    });
+  };
+  collect(warmUps, 'warmUps');
+  collect(runs, 'runs');
+  // `run 2 of 3`, `runs 2, 3 of 3`; `warm-up run` or `measured run` when there was one of them.
+  const which = (kind: 'warm-up' | 'measured', indices: readonly number[], of: number) => {
+    if (of === 1) return `${kind} run`;
+    const listed = `${indices.length === 1 ? 'run' : 'runs'} ${indices.join(', ')} of ${of}`;
+    return kind === 'warm-up' ? `warm-up ${listed}` : listed;
+  };
+  return [...from].map(([note, seen]) => {
+    const parts = [
+      ...(seen.warmUps.length > 0 ? [which('warm-up', seen.warmUps, warmUps.length)] : []),
+      ...(seen.runs.length > 0 ? [which('measured', seen.runs, runs.length)] : []),
+    ];
+    return `${note} (${parts.join('; ')})`;
+  });
+}
+
+/**
  * One result of `runs` (in the order they ran): the first failed run when any failed (noting
  * which), else the first run's result with each figure the median over the runs that have it, and
  * a note with the range of each. The figures of the `warmUps` that went before are discarded
  * (noted), but not what their ledgers found: a warm-up that lost or duplicated work fails the
- * result as a measured run does.
+ * result as a measured run does. The failure-like notes of every run, warm-ups too, are kept.
  */
 export function combineRuns(
   runs: readonly ScenarioResult[],
@@ -27,30 +79,39 @@ export function combineRuns(
 ): ScenarioResult {
   const first = runs[0];
   if (!first) throw new Error('no runs to combine');
+  if (runs.length === 1 && warmUps.length === 0) return first;
   const warmUpNote =
     warmUps.length > 0
       ? [`${warmUps.length} warm-up run${warmUps.length === 1 ? '' : 's'} before, discarded`]
       : [];
+  // One result's notes without its failure-like ones, then every run's of those.
+  const flagged = failureLikeNotes(runs, warmUps);
+  const notesOf = (result: ScenarioResult, ...more: string[]) => [
+    ...result.notes.filter((note) => !failureLike(note)),
+    ...warmUpNote,
+    ...more,
+    ...flagged,
+  ];
   const failedWarmUp = warmUps.find((run) => run.failure !== undefined);
   if (failedWarmUp !== undefined) {
     return {
       ...failedWarmUp,
       failure: `warm-up run: ${failedWarmUp.failure}`,
-      notes: [...failedWarmUp.notes, ...warmUpNote],
+      notes: notesOf(failedWarmUp),
     };
   }
   const failedAt = runs.findIndex((run) => run.failure !== undefined);
   if (failedAt >= 0) {
     const failed = runs[failedAt]!;
-    return runs.length === 1
-      ? failed
-      : {
-          ...failed,
-          failure: `run ${failedAt + 1} of ${runs.length}: ${failed.failure}`,
-          notes: [...failed.notes, ...warmUpNote],
-        };
+    return {
+      ...failed,
+      ...(runs.length === 1
+        ? {}
+        : { failure: `run ${failedAt + 1} of ${runs.length}: ${failed.failure}` }),
+      notes: notesOf(failed),
+    };
   }
-  if (runs.length === 1) return { ...first, notes: [...first.notes, ...warmUpNote] };
+  if (runs.length === 1) return { ...first, notes: notesOf(first) };
   const figures: Figure[] = [];
   const ranges: string[] = [];
   // Every figure any run has, in the order first seen: one the first run lacks (a CPU window too
@@ -73,11 +134,7 @@ export function combineRuns(
   return {
     ...first,
     figures,
-    notes: [
-      ...first.notes,
-      ...warmUpNote,
-      `median of ${runs.length} runs; ranges: ${ranges.join('; ')}`,
-    ],
+    notes: notesOf(first, `median of ${runs.length} runs; ranges: ${ranges.join('; ')}`),
   };
 }
 
