@@ -5,6 +5,7 @@
 import { mkdir, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import * as prettier from 'prettier';
+import { liveSystems } from './live-systems.js';
 import { compareMachine, finishMachine } from './machine.js';
 import { Progress } from './progress.js';
 import { drainRateOf } from './rates.js';
@@ -41,6 +42,8 @@ export interface BenchOptions {
   /** Show progress on stderr. */
   readonly progress: boolean;
   readonly command: string;
+  /** Aborted when the bench is interrupted: no further run starts, and no report is returned. */
+  readonly signal?: AbortSignal;
 }
 
 export async function runBench(options: BenchOptions): Promise<BenchReport> {
@@ -105,6 +108,7 @@ export async function runBench(options: BenchOptions): Promise<BenchReport> {
           const runs: ScenarioResult[] = [];
           const warmUpRuns: ScenarioResult[] = [];
           for (let index = 0; index < warmUps + measured; index += 1) {
+            options.signal?.throwIfAborted();
             const result = await scenario.run(create(), {
               count: options.countFor?.[systemName] ?? count,
               concurrency: options.concurrency,
@@ -115,6 +119,8 @@ export async function runBench(options: BenchOptions): Promise<BenchReport> {
               ...(options.smoke ? { smoke: true } : {}),
               ...(options.idleSeconds === undefined ? {} : { idleSeconds: options.idleSeconds }),
             });
+            // A run an interrupt failed is no result to show.
+            options.signal?.throwIfAborted();
             const label = index < warmUps ? 'warm-up' : `run ${index - warmUps + 1}/${measured}`;
             if (warmUps + measured > 1) progress.log(`${summary(result)} (${label})`);
             (index < warmUps ? warmUpRuns : runs).push(result);
@@ -128,6 +134,8 @@ export async function runBench(options: BenchOptions): Promise<BenchReport> {
   } finally {
     await dropOwnTemplates().catch(() => undefined);
   }
+  // The runs under way when the bench was interrupted failed of it: a report would show that.
+  options.signal?.throwIfAborted();
   return {
     startedAt,
     machine: finishMachine(machine),
@@ -135,6 +143,19 @@ export async function runBench(options: BenchOptions): Promise<BenchReport> {
     skipped,
     command: options.command,
   };
+}
+
+/**
+ * Tears down the systems set up now and drops the templates this process built, refusing further
+ * setups: what the bench does on Ctrl-C or SIGTERM before it exits. Failures go to stderr.
+ */
+export async function tearDownInterrupted(): Promise<void> {
+  const report = (error: unknown) =>
+    process.stderr.write(
+      `teardown failed: ${error instanceof Error ? error.message : String(error)}\n`,
+    );
+  await liveSystems.stop(report);
+  await dropOwnTemplates().catch(report);
 }
 
 /** One line per result for the terminal. */

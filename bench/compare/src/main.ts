@@ -11,7 +11,7 @@
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
-import { runBench, writeReport } from './bench.js';
+import { runBench, tearDownInterrupted, writeReport } from './bench.js';
 import { DEFAULT_LOADS, FULL_LOADS } from './scenarios/end-to-end.js';
 import { DEFAULT_SCENARIOS, SCENARIOS } from './scenarios/index.js';
 import { loadSystems } from './systems/index.js';
@@ -49,6 +49,29 @@ environment: SLUICE_* and OTEL_* variables reach Sluice's services (e.g.
   SLUICE_PRIORITY_AGING_MS=0, or OTEL_EXPORTER_OTLP_ENDPOINT to trace a run); the report's
   command line names them
 `;
+
+/** Aborted on the first SIGINT or SIGTERM. */
+const interrupted = new AbortController();
+
+/**
+ * The first signal tears down the system under test (and whatever else is set up), then exits
+ * non-zero without a report; a second exits at once. Node's default would end the process at
+ * once, leaving databases, NATS streams, Redis keys and processes behind.
+ */
+function exitOnSignals(): void {
+  const onSignal = (signal: NodeJS.Signals) => {
+    const code = signal === 'SIGTERM' ? 143 : 130;
+    if (interrupted.signal.aborted) {
+      process.stderr.write(`\n${signal} again: exiting without finishing the teardown\n`);
+      process.exit(code);
+    }
+    interrupted.abort(new Error(`interrupted (${signal})`));
+    process.stderr.write(`\n${signal}: tearing down the system under test …\n`);
+    void tearDownInterrupted().finally(() => process.exit(code));
+  };
+  process.on('SIGINT', onSignal);
+  process.on('SIGTERM', onSignal);
+}
 
 async function main(): Promise<number> {
   const { values, positionals } = parseArgs({
@@ -105,6 +128,7 @@ async function main(): Promise<number> {
   });
   const concurrency = positiveInt(values.concurrency, '--concurrency') ?? DEFAULT_CONCURRENCY;
   const idleSeconds = positiveInt(values['idle-seconds'], '--idle-seconds');
+  exitOnSignals();
   const report = await runBench({
     scenarios,
     systems,
@@ -122,6 +146,7 @@ async function main(): Promise<number> {
     echo: values.echo,
     progress: true,
     command: benchCommand(),
+    signal: interrupted.signal,
   });
   const written = await writeReport(
     report,
@@ -166,6 +191,8 @@ main().then(
     process.exitCode = code;
   },
   (error: unknown) => {
+    // Interrupted: the signal's handler tears down and exits.
+    if (interrupted.signal.aborted) return;
     process.stderr.write(
       `${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n\n${USAGE}`,
     );

@@ -4,6 +4,7 @@
  * did not finish, or any job was lost or handled twice.
  */
 import { describeVerdict, type Ledger, type LedgerVerdict } from '../ledger.js';
+import { liveSystems } from '../live-systems.js';
 import type { Figure, ScenarioContext, ScenarioResult } from '../scenario.js';
 import type { QueueSystem, SystemInfo } from '../system.js';
 import { systemKey } from '../systems/index.js';
@@ -49,9 +50,11 @@ export async function runFramed<Verdict extends LedgerVerdict = LedgerVerdict>(o
   const frame: RunFrame = { figures: [], notes: [], label };
   let versions: Record<string, string> = {};
   let failure: string | undefined;
+  // Tracked while set up: an interrupted bench tears it down (main.ts), once with this frame.
+  const live = liveSystems.track(system);
   try {
     context.progress.update(`${label}: setting up`);
-    await system.setup();
+    await live.setup();
     versions = await system.versions();
     await options.body(frame);
   } catch (error) {
@@ -59,7 +62,7 @@ export async function runFramed<Verdict extends LedgerVerdict = LedgerVerdict>(o
   } finally {
     context.progress.update(`${label}: tearing down`);
     try {
-      await system.teardown();
+      await live.teardown();
     } catch (error) {
       frame.notes.push(
         `teardown failed: ${error instanceof Error ? error.message : String(error)}`,
