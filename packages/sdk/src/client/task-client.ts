@@ -64,7 +64,8 @@ export interface TaskClient {
   retryTask(taskId: string): Promise<RetryTaskResponse>;
   /**
    * The task's events after `afterSeq` (replayed), then live ones, until the task reaches a final
-   * state (the stream then ends) or `signal` aborts (the iteration then ends quietly).
+   * state (the stream then ends) or `signal` aborts (the iteration then ends quietly, yielding
+   * none of the events already received).
    */
   watchTask(taskId: string, afterSeq?: number, signal?: AbortSignal): AsyncIterable<TaskEvent>;
   close(): void;
@@ -110,6 +111,9 @@ export function createTaskClient(options: TaskClientOptions): TaskClient {
         signal?.addEventListener('abort', abort);
         try {
           for await (const response of stream) {
+            // Events that arrived before the abort wait in the stream's buffer: none is handed
+            // out once the caller has stopped the watch.
+            if (signal?.aborted) return;
             yield (response as { event: TaskEvent }).event;
           }
         } catch (error) {
