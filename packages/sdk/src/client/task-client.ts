@@ -68,6 +68,7 @@ export interface TaskClient {
    * none of the events already received).
    */
   watchTask(taskId: string, afterSeq?: number, signal?: AbortSignal): AsyncIterable<TaskEvent>;
+  /** Closes the connection; a watch still open ends with a `CANCELLED` `ServiceError`. */
   close(): void;
 }
 
@@ -78,6 +79,9 @@ export function createTaskClient(options: TaskClientOptions): TaskClient {
   const stub = connection.stub as typeof connection.stub & {
     WatchTask(request: unknown, metadata: grpc.Metadata): grpc.ClientReadableStream<unknown>;
   };
+  // Closing the channel lets calls in progress go on, and a watch of a running task would never
+  // end (nor let the process exit): close() cancels the watches still open.
+  const openWatches = new Set<grpc.ClientReadableStream<unknown>>();
 
   return {
     // Async: an input JSON cannot carry (a bigint, a cycle) rejects like a refused call would.
@@ -107,6 +111,7 @@ export function createTaskClient(options: TaskClientOptions): TaskClient {
           { task_id: taskId, after_seq: String(afterSeq) },
           connection.metadata(),
         );
+        openWatches.add(stream);
         const abort = () => stream.cancel();
         signal?.addEventListener('abort', abort);
         try {
@@ -121,11 +126,15 @@ export function createTaskClient(options: TaskClientOptions): TaskClient {
           if (!signal?.aborted) throw error;
         } finally {
           signal?.removeEventListener('abort', abort);
+          openWatches.delete(stream);
           stream.cancel();
         }
       },
     }),
-    close: () => connection.close(),
+    close: () => {
+      for (const stream of openWatches) stream.cancel();
+      connection.close();
+    },
   };
 }
 

@@ -38,7 +38,6 @@ describe('watchTask', () => {
   let address: string;
   /** What the stand-in's WatchTask does with each call. */
   let onWatch: (call: Watch) => void = () => undefined;
-  const cancelledWatches: Watch[] = [];
 
   before(async () => {
     const definition = protoLoader.loadSync(TASK_SERVICE_PROTO, {
@@ -50,10 +49,7 @@ describe('watchTask', () => {
     };
     server = new grpc.Server();
     server.addService(loaded.sluice.v1.TaskService.service, {
-      WatchTask: (call: Watch) => {
-        call.on('cancelled', () => cancelledWatches.push(call));
-        onWatch(call);
-      },
+      WatchTask: (call: Watch) => onWatch(call),
     });
     const port = await new Promise<number>((resolve, reject) =>
       server.bindAsync('127.0.0.1:0', grpc.ServerCredentials.createInsecure(), (error, bound) =>
@@ -87,5 +83,36 @@ describe('watchTask', () => {
     } finally {
       client.close();
     }
+  });
+
+  it('ends, and is cancelled on the server, when the client is closed', async () => {
+    // A task still running: its watch stays open.
+    let cancelled = false;
+    onWatch = (call) => {
+      call.on('cancelled', () => (cancelled = true));
+      call.write(response(1));
+    };
+    const client = createTaskClient({ address, apiKey: 'sk_test' });
+    const watched = (async () => {
+      const seen: string[] = [];
+      for await (const event of client.watchTask(TASK_ID)) {
+        seen.push(event.seq);
+        client.close();
+      }
+      return seen;
+    })();
+    const outcome = await Promise.race([
+      watched.then(
+        () => 'ended',
+        (error: unknown) => `failed: ${(error as grpc.ServiceError).code}`,
+      ),
+      new Promise((resolve) => setTimeout(() => resolve('still open after 2 s'), 2_000)),
+    ]);
+    assert.equal(outcome, `failed: ${grpc.status.CANCELLED}`);
+    const deadline = Date.now() + 2_000;
+    while (!cancelled && Date.now() < deadline) {
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+    assert.ok(cancelled, 'the server saw the watch cancelled');
   });
 });
