@@ -65,7 +65,8 @@ export interface TaskClient {
   /**
    * The task's events after `afterSeq` (replayed), then live ones, until the task reaches a final
    * state (the stream then ends) or `signal` aborts (the iteration then ends quietly, yielding
-   * none of the events already received).
+   * none of the events already received). An `afterSeq` that is not an integer ≥ 0 rejects the
+   * iteration with a `RangeError`.
    */
   watchTask(taskId: string, afterSeq?: number, signal?: AbortSignal): AsyncIterable<TaskEvent>;
   /** Closes the connection; a watch still open ends with a `CANCELLED` `ServiceError`. */
@@ -106,6 +107,13 @@ export function createTaskClient(options: TaskClientOptions): TaskClient {
     retryTask: (taskId) => unary('RetryTask', { task_id: taskId }),
     watchTask: (taskId, afterSeq = 0, signal) => ({
       async *[Symbol.asyncIterator]() {
+        // The wire's uint64 would take 1.5 as 1, NaN as 0 (the whole history again) and -1 as
+        // 2^64 - 1, none of them the position the caller meant.
+        if (!Number.isSafeInteger(afterSeq) || afterSeq < 0) {
+          throw new RangeError(
+            `afterSeq must be an event sequence (an integer ≥ 0), not ${afterSeq}`,
+          );
+        }
         if (signal?.aborted) return;
         const stream = stub.WatchTask(
           { task_id: taskId, after_seq: String(afterSeq) },

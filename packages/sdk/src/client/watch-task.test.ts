@@ -115,4 +115,24 @@ describe('watchTask', () => {
     }
     assert.ok(cancelled, 'the server saw the watch cancelled');
   });
+
+  it('refuses an afterSeq that is not an event sequence, before any call', async () => {
+    const received: string[] = [];
+    onWatch = (call) => {
+      received.push((call.request as { after_seq: string }).after_seq);
+      call.end();
+    };
+    const client = createTaskClient({ address, apiKey: 'sk_test' });
+    try {
+      // Sent, these became 1, the whole history (0), and 2^64 - 1.
+      for (const afterSeq of [1.5, Number.NaN, -1]) {
+        await assert.rejects(async () => {
+          for await (const event of client.watchTask(TASK_ID, afterSeq)) void event;
+        }, RangeError);
+      }
+      assert.deepEqual(received, []);
+    } finally {
+      client.close();
+    }
+  });
 });
