@@ -214,3 +214,41 @@ defineTask({
   // @ts-expect-error the output does not match the declared schema
   handlers: { a: () => complete({ n: 'one' }) },
 });
+
+// An output schema that accepts `undefined` makes the output optional, as an undeclared one:
+// each builder compiles without it, and with it.
+defineTask({
+  name: 'optional-output',
+  version: 1,
+  input: z.object({}),
+  firstStep: 'a',
+  steps: {
+    a: { resource: 'llm', output: z.object({ n: z.number() }).optional() },
+    b: { resource: 'llm', input: z.object({ url: z.string() }) },
+  },
+  handlers: {
+    a(ctx) {
+      switch (ctx.attempt) {
+        case 1:
+          return complete();
+        case 2:
+          return next('b', { url: 'x' });
+        case 3:
+          return fanOut([branch('b', { url: 'x' })], 'b');
+        case 4:
+          return awaitApproval({
+            prompt: 'ok?',
+            timeoutMs: 1_000,
+            onTimeout: 'pause',
+            then: next('b', { url: 'x' }),
+          });
+        case 5:
+          return next('b', { url: 'x' }, { n: 1 });
+        default:
+          // @ts-expect-error an output given must still match the schema
+          return complete({ n: 'one' });
+      }
+    },
+    b: () => complete(),
+  },
+});

@@ -112,7 +112,21 @@ type ApprovalIn<R> = unknown extends R
     ? R
     : never;
 type InputOf<C> = C extends { readonly input: infer I } ? I : never;
-type OutputOf<C> = C extends { readonly output?: infer O } ? O : never;
+/**
+ * The output type a result was built for, read from its type argument: inferred from the optional
+ * `output` property instead, `undefined` is dropped (an output schema that accepts it, e.g.
+ * `.optional()`, then made the output required).
+ */
+type OutputOf<C> =
+  C extends NextResult<string, unknown, infer O>
+    ? O
+    : C extends FanOutResult<Branch, string, infer O>
+      ? O
+      : C extends CompleteResult<infer O>
+        ? O
+        : C extends AwaitApprovalResult<NextResult | FanOutResult, infer O>
+          ? O
+          : never;
 
 /**
  * The trailing `output` parameter: required when the step declares an output schema that does not
