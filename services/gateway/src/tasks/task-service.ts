@@ -95,7 +95,7 @@ export interface TaskServiceDeps {
 /** Longest accepted free text of a person's request: a cancel's reason, an approval's comment. */
 export const MAX_REQUEST_TEXT_LENGTH = 4_000;
 
-/** Page size of `ListTasks` when the caller gives none, and the most it may ask for. */
+/** Page size of `ListTasks` when the caller gives none, and the most one page holds. */
 export const DEFAULT_PAGE_SIZE = 50;
 export const MAX_PAGE_SIZE = 500;
 
@@ -208,10 +208,12 @@ export function createTaskService(deps: TaskServiceDeps): Partial<TaskServiceHan
     async ListTasks(call) {
       const { tenantId } = await reads.authenticate(call.metadata);
       const request = call.request;
-      if (request.page_size < 0 || request.page_size > MAX_PAGE_SIZE) {
-        throw invalidArgument('page_size', `page_size must be between 0 and ${MAX_PAGE_SIZE}`);
+      if (request.page_size < 0) {
+        throw invalidArgument('page_size', 'page_size must not be negative');
       }
-      const limit = request.page_size === 0 ? DEFAULT_PAGE_SIZE : request.page_size;
+      // A larger page than the server gives is lowered to it, as the API says (the caller pages on).
+      const limit =
+        request.page_size === 0 ? DEFAULT_PAGE_SIZE : Math.min(request.page_size, MAX_PAGE_SIZE);
       const unspecified = request.status === 'TASK_STATUS_UNSPECIFIED' || request.status === 0;
       const status = unspecified ? undefined : statusFromApi(request.status);
       if (!unspecified && status === undefined) {
