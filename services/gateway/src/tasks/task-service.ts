@@ -382,7 +382,8 @@ const WATCH_READ_EVENTS = 1_000;
 /**
  * Replays the task's events after `afterSeq` from Postgres, then follows new ones: each notice (or
  * a periodic re-check, in case a notice was lost) makes it read the events it has not sent yet,
- * in sequence. Ends after the event that takes the task to a final state, and, for a task that was
+ * in sequence. Ends after the event that takes the task to a final state (unless a later event, a
+ * retry's, follows it in the history), and, for a task that was
  * final when the watch began (`finishedAt`, its last sequence then), once nothing up to that
  * sequence is left to send: a caller that saw the final event already (`afterSeq` at it,
  * a reconnect after the stream broke) would otherwise wait for an event that never comes. An
@@ -397,6 +398,8 @@ async function streamEvents(
   signal: AbortSignal,
 ): Promise<void> {
   let lastSent = afterSeq;
+  /** Whether the last transition sent put the task in a final state. */
+  let finalSent = false;
   let endAt = finishedAt;
   let wake: (() => void) | undefined;
   let pending = true; // read once at start, whatever the notices say
@@ -420,9 +423,14 @@ async function streamEvents(
           await write(call, { event: eventToApi(event) }, signal);
           lastSent = event.seq;
           if (endAt !== undefined && event.seq > endAt) endAt = undefined;
+          // A fact about a step (no status) leaves the task in the state it was.
           const to = event.toStatus;
-          if (to !== null && isTaskStatus(to) && isFinalStatus(to)) return;
+          if (to !== null && isTaskStatus(to)) finalSent = isFinalStatus(to);
         }
+        // A final state ends the watch once the events sent after it left the task there: in a
+        // history replayed, a RetryTask's `retry` may follow it (the task ran again), and the
+        // watch then follows that attempt.
+        if (finalSent && !pending) return;
         if (endAt !== undefined && lastSent >= endAt) return;
         continue;
       }
