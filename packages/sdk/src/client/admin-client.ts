@@ -57,7 +57,7 @@ export interface OverrideParams {
   /** `open`|`closed` (breaker), `hold`|`release` (priority), an integer ≥ 1 (limit). */
   readonly value: string;
   readonly reason: string;
-  /** How long it applies, in milliseconds; absent: until cleared. */
+  /** How long it applies, in milliseconds; absent: until cleared (not finite: a `RangeError`). */
   readonly ttlMs?: number;
 }
 
@@ -109,7 +109,8 @@ export function createAdminClient(options: AdminClientOptions): AdminClient {
     redriveDeadLetters: (ids) => unary('RedriveDeadLetters', { dead_letter_ids: [...ids] }),
     purgeDeadLetters: (ids) => unary('PurgeDeadLetters', { dead_letter_ids: [...ids] }),
     getPressure: () => unary('GetPressure', {}),
-    setOverride: ({ kind, target, value, reason, ttlMs }) =>
+    // Async: a ttlMs no Duration can carry (Infinity, NaN) rejects like a refused call would.
+    setOverride: async ({ kind, target, value, reason, ttlMs }) =>
       unary('SetOverride', {
         kind,
         target,
