@@ -107,6 +107,17 @@ describe('defineTask', () => {
     }
   });
 
+  it('finds the handler of a step named like a method every object has', () => {
+    // Inherited from Object.prototype, `handlers.toString` is a function of every object.
+    const message = problemsOf({
+      firstStep: 'toString',
+      steps: { toString: { resource: 'llm' }, constructor: { resource: 'llm' } },
+      handlers: {},
+    });
+    assert.match(message, /step toString has no handler/);
+    assert.match(message, /step constructor has no handler/);
+  });
+
   it('refuses a definition without steps, handlers or a zod input', () => {
     assert.match(problemsOf({ steps: {}, handlers: {} }), /at least one step/);
     assert.match(problemsOf({ handlers: undefined }), /handlers must be an object/);

@@ -281,7 +281,10 @@ function definitionProblems(spec: LooseSpec): string[] {
         problems.push(`step ${name}: a step cannot be its own repairStep`);
       }
     }
-    if (typeof handlers[name] !== 'function') problems.push(`step ${name} has no handler`);
+    // Own handlers only: `toString`, `constructor`… are functions every object inherits.
+    if (!Object.hasOwn(handlers, name) || typeof handlers[name] !== 'function') {
+      problems.push(`step ${name} has no handler`);
+    }
   }
   for (const name of Object.keys(handlers)) {
     if (!Object.hasOwn(steps, name)) problems.push(`handler ${name} has no step declaration`);
