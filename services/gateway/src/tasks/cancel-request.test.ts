@@ -60,3 +60,32 @@ describe('the cancel request of CancelTask', () => {
     }
   });
 });
+
+describe('the reason of CancelTask', () => {
+  let server: TestServer;
+  before(async () => {
+    server = await startTestServer({ name: 'cancel-reason', manifest });
+  });
+  after(async () => {
+    await server?.close();
+  });
+
+  it('is held to 4,000 characters, not UTF-16 units', async () => {
+    const { handle } = server;
+    const created = () =>
+      createTask(handle.db, { tenantId: 'acme', taskType: manifest, priority: 2, input: {} });
+    // 4,000 characters outside the Basic Multilingual Plane: 8,000 UTF-16 units.
+    const { task } = await created();
+    const accepted = await server.rpc('CancelTask', {
+      task_id: task.id,
+      reason: '🛑'.repeat(4_000),
+    });
+    assert.equal(accepted.code, grpc.status.OK);
+    const { task: other } = await created();
+    const refused = await server.rpc('CancelTask', {
+      task_id: other.id,
+      reason: '🛑'.repeat(4_001),
+    });
+    assert.equal(refused.code, grpc.status.INVALID_ARGUMENT);
+  });
+});

@@ -92,7 +92,10 @@ export interface TaskServiceDeps {
   readonly urgentClaim?: { readonly js: JetStreamClient; readonly admission: AdmissionSettings };
 }
 
-/** Longest accepted free text of a person's request: a cancel's reason, an approval's comment. */
+/**
+ * Longest accepted free text of a person's request (a cancel's reason, an approval's comment), in
+ * characters (code points).
+ */
 export const MAX_REQUEST_TEXT_LENGTH = 4_000;
 
 /** Page size of `ListTasks` when the caller gives none, and the most one page holds. */
@@ -340,7 +343,9 @@ function checkTaskId(taskId: string): void {
  * refuses (valid UTF-8 on the wire, so it arrives; the write then failed, answering `INTERNAL`).
  */
 function checkRequestText(field: string, text: string): void {
-  if (text.length > MAX_REQUEST_TEXT_LENGTH) {
+  // Characters (code points), as the API says and as the admin texts count: `length` counts an
+  // emoji twice.
+  if (text.length > MAX_REQUEST_TEXT_LENGTH && [...text].length > MAX_REQUEST_TEXT_LENGTH) {
     throw invalidArgument(field, `${field} must be at most ${MAX_REQUEST_TEXT_LENGTH} characters`);
   }
   if (text.includes('\u0000')) {
