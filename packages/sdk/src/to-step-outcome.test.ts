@@ -208,6 +208,15 @@ describe('toStepOutcome refuses what cannot be recorded, naming it', () => {
       refusal(approval({ prompt: 'x'.repeat(MAX_APPROVAL_PROMPT_CHARS + 1) })),
       /prompt longer than/,
     );
+    // Characters, not UTF-16 units: each of these is two.
+    assert.equal(
+      toStepOutcome(approval({ prompt: '🛑'.repeat(MAX_APPROVAL_PROMPT_CHARS) }), fromJoin).type,
+      'awaitApproval',
+    );
+    assert.match(
+      refusal(approval({ prompt: '🛑'.repeat(MAX_APPROVAL_PROMPT_CHARS + 1) })),
+      /prompt longer than/,
+    );
     // Stored as jsonb with the outcome: one such prompt failed the whole group write of outcomes.
     assert.match(
       refusal(approval({ prompt: 'Go\u0000?' })),

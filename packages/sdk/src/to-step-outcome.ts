@@ -18,7 +18,7 @@ import type { StepDeclaration, TaskDefinition } from './define-task.js';
 import { toJson, unstorableCharacterWords } from './json.js';
 import { STEP_RESULT_TYPES } from './step-result.js';
 
-/** Longest approval prompt, in characters. */
+/** Longest approval prompt, in characters (code points). */
 export const MAX_APPROVAL_PROMPT_CHARS = 10_000;
 
 /**
@@ -89,7 +89,8 @@ function approvalOf(
   if (typeof prompt !== 'string' || prompt.trim() === '') {
     return fail('an approval without a prompt');
   }
-  if (prompt.length > MAX_APPROVAL_PROMPT_CHARS) {
+  // Characters (code points): `length` counts an emoji or a CJK extension character twice.
+  if (prompt.length > MAX_APPROVAL_PROMPT_CHARS && [...prompt].length > MAX_APPROVAL_PROMPT_CHARS) {
     return fail(`an approval prompt longer than ${MAX_APPROVAL_PROMPT_CHARS} characters`);
   }
   // Stored as jsonb with the outcome, which cannot hold these: the executor's group write of
