@@ -29,6 +29,7 @@ import {
   type CreateTenantResponse,
   type ListApiKeysResponse,
   type ListTenantsResponse,
+  type PurgeDeadLettersResponse,
   type RedriveDeadLettersResponse,
   type RevokeApiKeyResponse,
   type Task,
@@ -588,6 +589,16 @@ describe('a redrive racing a retry of its task', () => {
       { dead_letter_id: id.toUpperCase(), task_id: taskId, redriven: true, reason: '' },
       { dead_letter_id: unknown, task_id: '', redriven: false, reason: 'dead letter not found' },
     ]);
+  });
+
+  it('a purge names each letter deleted as requested, once, also in capitals', async () => {
+    const { ids } = await deadLetteredTask(2);
+    const [a, b] = ids as [string, string];
+    const unknown = randomUUID().toUpperCase();
+    const { purged_ids: purged } = await asAdmin<PurgeDeadLettersResponse>('PurgeDeadLetters', {
+      dead_letter_ids: [a.toUpperCase(), unknown, b, a],
+    });
+    assert.deepEqual(purged, [a.toUpperCase(), b]);
   });
 });
 

@@ -80,7 +80,8 @@ const purgeLetters: Command = {
       context.output.out(JSON.stringify(response, null, 2));
       return 0;
     }
-    const purged = new Set(response.purged_ids);
+    // The ids are named as requested; a letter named twice in different cases is purged once.
+    const purged = new Set(response.purged_ids.map((id) => id.toLowerCase()));
     for (const id of context.args) {
       context.output.out(purged.has(id.toLowerCase()) ? `purged ${id}` : `not found ${id}`);
     }

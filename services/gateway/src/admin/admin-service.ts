@@ -224,12 +224,16 @@ export function createAdminService(deps: AdminServiceDeps): AdminServiceHandlers
     async PurgeDeadLetters(call) {
       const caller = await authenticateAdmin(db, call.metadata);
       const ids = checkDeadLetterIds(call.request.dead_letter_ids);
-      const purged = await purgeDeadLetters(
-        db,
-        ids.map((id) => id.toLowerCase()),
+      const purged = new Set(
+        await purgeDeadLetters(
+          db,
+          ids.map((id) => id.toLowerCase()),
+        ),
       );
-      log.info({ purged, by_tenant: caller.tenantId }, 'dead letters purged');
-      return { purged_ids: purged };
+      log.info({ purged: [...purged], by_tenant: caller.tenantId }, 'dead letters purged');
+      // Named as requested, in request order (deleted by their stored, lower-case spelling), so a
+      // caller finds its own ids in the answer, as a redrive's results name them.
+      return { purged_ids: ids.filter((id) => purged.has(id.toLowerCase())) };
     },
   };
 }
