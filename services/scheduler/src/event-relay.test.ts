@@ -2,11 +2,16 @@
  * The event relay's batches against real Postgres and JetStream: published events wait for their
  * marks, which go with the first read once due (one round trip a batch), a batch runs for marks
  * alone when no read comes, every event reaches the stream once and in order, and a publication
- * that fails holds its task's later events back until a batch publishes them all.
+ * that fails or is retried holds its task's later events back (unsent) until it is stored.
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { jetstream, jetstreamManager, type JetStreamManager } from '@nats-io/jetstream';
+import {
+  jetstream,
+  jetstreamManager,
+  type JetStreamClient,
+  type JetStreamManager,
+} from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
 import {
   closeNats,
@@ -265,4 +270,67 @@ describe('event relay', () => {
     assert.deepEqual(await streamedEvents(catalog), [`${taskId}:1`, `${taskId}:2`]);
     assert.deepEqual((await markedEvents()).slice(-2), [`${taskId}:1`, `${taskId}:2`]);
   });
+
+  it("keeps a task's events in order on the stream when an earlier publication needs a retry", async () => {
+    const catalog = await freshCatalog();
+    await relayAll(relayOf(catalog)); // what earlier tests left
+    const taskId = await newTask();
+    await progress(taskId);
+    // The first attempt at the task's first event gets no responder (JetStream electing a
+    // leader); publishDurable tries it again after its backoff, while the second went at once.
+    const relay = relayOf(catalog, {
+      js: jetstreamFailingOnce(`${taskId}:e1`, () => {
+        const error = new Error('jetstream not enabled');
+        error.name = 'JetStreamNotEnabled';
+        return error;
+      }),
+    });
+    await relayAll(relay);
+    assert.deepEqual(await streamedEvents(catalog), [`${taskId}:1`, `${taskId}:2`]);
+  });
+
+  it("publishes none of a task's later events in a batch after one of its publications failed", async () => {
+    const catalog = await freshCatalog();
+    await relayAll(relayOf(catalog)); // what earlier tests left
+    const taskId = await newTask();
+    await progress(taskId);
+    const other = await newTask();
+    const failed: unknown[] = [];
+    const relay = relayOf(catalog, {
+      js: jetstreamFailingOnce(`${taskId}:e1`, () => new Error('refused')),
+      onPublishFailed: (error) => failed.push(error),
+    });
+    await relay.runBatch();
+    assert.equal(failed.length, 1);
+    assert.deepEqual(
+      await streamedEvents(catalog),
+      [`${other}:1`],
+      'the second event waits for the first; the other task is not held back',
+    );
+    await relayAll(relay);
+    assert.deepEqual(await streamedEvents(catalog), [`${other}:1`, `${taskId}:1`, `${taskId}:2`]);
+    assert.deepEqual((await markedEvents()).slice(-3), [
+      `${taskId}:1`,
+      `${taskId}:2`,
+      `${other}:1`,
+    ]);
+  });
 });
+
+/** The test's JetStream client, whose first publication of `msgID` fails with `error()`. */
+function jetstreamFailingOnce(msgID: string, error: () => Error): JetStreamClient {
+  const js = jetstream(nc);
+  let failed = false;
+  return new Proxy(js, {
+    get(target, property, receiver) {
+      if (property !== 'publish') return Reflect.get(target, property, receiver) as unknown;
+      return (...args: Parameters<JetStreamClient['publish']>) => {
+        if (!failed && args[2]?.msgID === msgID) {
+          failed = true;
+          return Promise.reject(error());
+        }
+        return target.publish(...args);
+      };
+    },
+  });
+}

@@ -53,11 +53,11 @@ export interface EventRelayDeps {
 export interface EventRelay {
   /**
    * Reads the next batch and publishes it, and marks the earlier batches' publications in the
-   * same statement once they are due (see the module comment). Publications are
-   * pipelined on one connection, so the stream stores them in the order sent (ascending `id`,
-   * hence ascending per-task sequence). An event whose publication failed stays unpublished and
-   * is retried with the next batch; events of the same task after it are held back too, so a
-   * task's events are never marked published out of order. Reports whether a full batch was
+   * same statement once they are due (see the module comment). The tasks' publications go at
+   * once on one connection, each task's events one after another (ascending per-task sequence),
+   * so the stream stores a task's events in order. An event whose publication failed stays
+   * unpublished and is retried with the next batch; events of the same task after it are not sent
+   * until then, so they never reach the stream before it. Reports whether a full batch was
    * published (more may wait), how many events it read, and when the waiting marks are due.
    */
   runBatch(): Promise<BatchReport>;
@@ -136,29 +136,41 @@ export function createEventRelay(deps: EventRelayDeps): EventRelay {
 }
 
 /**
- * Publishes `events` (ascending `id`) at once; answers those published with no earlier event of
- * their task left unpublished, and whether any was held back.
+ * Publishes `events` (ascending `id`): the tasks at once, each task's events one after another,
+ * stopping at the first that fails. Sent all at once, a task's later event could be stored before
+ * an earlier one whose publication failed or was retried after a backoff (publishDurable), and
+ * subscribers promised a task's events in order would read them out of order; stopped there, the
+ * next batch sends the failed one and then the rest. Answers those published and whether any was
+ * held back.
  */
 async function publishInOrder(
   deps: EventRelayDeps,
   events: readonly TaskEventRecord[],
 ): Promise<{ events: TaskEventRecord[]; heldBack: boolean }> {
-  const results = await Promise.allSettled(events.map((event) => publish(deps, event)));
-  const blockedTasks = new Set<string>();
-  const published: TaskEventRecord[] = [];
-  results.forEach((result, index) => {
-    const event = events[index] as TaskEventRecord;
-    if (result.status === 'fulfilled' && !blockedTasks.has(event.taskId)) {
-      published.push(event);
-    } else {
-      blockedTasks.add(event.taskId);
-      if (result.status === 'rejected') {
-        deps.log.warn({ err: result.reason, task_id: event.taskId }, 'event relay publish failed');
-        deps.onPublishFailed?.(result.reason);
+  const byTask = new Map<string, TaskEventRecord[]>();
+  for (const event of events) {
+    const ofTask = byTask.get(event.taskId);
+    if (ofTask === undefined) byTask.set(event.taskId, [event]);
+    else ofTask.push(event);
+  }
+  const published = new Set<TaskEventRecord>();
+  let heldBack = false;
+  await Promise.all(
+    [...byTask.values()].map(async (ofTask) => {
+      for (const event of ofTask) {
+        try {
+          await publish(deps, event);
+        } catch (error) {
+          heldBack = true;
+          deps.log.warn({ err: error, task_id: event.taskId }, 'event relay publish failed');
+          deps.onPublishFailed?.(error);
+          return;
+        }
+        published.add(event);
       }
-    }
-  });
-  return { events: published, heldBack: blockedTasks.size > 0 };
+    }),
+  );
+  return { events: events.filter((event) => published.has(event)), heldBack };
 }
 
 function publish(deps: EventRelayDeps, event: TaskEventRecord) {
