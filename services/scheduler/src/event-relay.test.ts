@@ -315,6 +315,46 @@ describe('event relay', () => {
       `${other}:1`,
     ]);
   });
+
+  it('counts an event once when the relays of two lease tenures both publish and mark it', async () => {
+    const catalog = await freshCatalog();
+    await relayAll(relayOf(catalog)); // what earlier tests left
+    const taskId = await newTask();
+    const oldMetrics = createMetrics();
+    const old = relayOf(catalog, { metrics: oldMetrics, now: () => 0 });
+    await old.runBatch(); // published; its mark waits, and then the lease is lost
+    const nextMetrics = createMetrics();
+    // The next holder publishes it again, and marks it.
+    await relayAll(relayOf(catalog, { metrics: nextMetrics }));
+    await old.flush(); // the old tenure's end marks it too
+    assert.deepEqual(await streamedEvents(catalog), [`${taskId}:1`], 'stored once');
+    assert.equal(await relayedCount(nextMetrics), 1);
+    assert.equal(await relayedCount(oldMetrics), 0, 'the event was marked already');
+
+    await progress(taskId);
+    const oldAgain = relayOf(catalog, { metrics: oldMetrics, now: () => 0 });
+    await oldAgain.runBatch(); // the second event published, its mark waiting for the flush
+    await relayAll(relayOf(catalog, { metrics: nextMetrics }));
+    let clock = 0;
+    const reading = relayOf(catalog, { metrics: oldMetrics, now: () => clock });
+    await progress(taskId);
+    await reading.runBatch(); // the third event published, its mark waiting
+    await relayAll(relayOf(catalog, { metrics: nextMetrics }));
+    clock = MARK_WAIT_MS;
+    await reading.runBatch(); // its mark goes with a read, after the other relay's
+    assert.equal(
+      await relayedCount(nextMetrics),
+      3,
+      'the second and third counted by the next holder',
+    );
+    assert.equal(
+      await relayedCount(oldMetrics),
+      0,
+      'marks with a read count only what they took out',
+    );
+    await oldAgain.flush();
+    assert.equal(await relayedCount(oldMetrics), 0);
+  });
 });
 
 /** The test's JetStream client, whose first publication of `msgID` fails with `error()`. */

@@ -77,11 +77,17 @@ export function createEventRelay(deps: EventRelayDeps): EventRelay {
   /** When the oldest of {@link unmarked} was published. */
   let unmarkedSince = 0;
 
-  /** Counts and observes marked events (once each: see task-metrics.ts). */
-  const marked = async (events: readonly TaskEventRecord[]) => {
-    if (events.length === 0) return;
-    deps.metrics.eventsRelayed.inc(events.length);
-    await recordTaskMetrics(deps, events);
+  /**
+   * Counts and observes the events whose marks this relay wrote (`markedIds`), once each (see
+   * task-metrics.ts): after a change of lease holder the old and the new one may both publish and
+   * mark an event, and only the one whose mark took it out of the outbox counts it.
+   */
+  const marked = async (events: readonly TaskEventRecord[], markedIds: readonly number[]) => {
+    const ids = new Set(markedIds);
+    const ours = events.filter((event) => ids.has(event.id));
+    if (ours.length === 0) return;
+    deps.metrics.eventsRelayed.inc(ours.length);
+    await recordTaskMetrics(deps, ours);
   };
   const markWaitLeft = () => Math.max(0, unmarkedSince + MARK_WAIT_MS - now());
   /** The marks go with this batch's read: they waited long enough, or a batch's worth wait. */
@@ -92,10 +98,10 @@ export function createEventRelay(deps: EventRelayDeps): EventRelay {
     const ids = unmarked.map((event) => event.id);
     if (!marksDue()) return unpublishedEvents(deps.db, deps.batchSize, ids);
     const marking = unmarked;
-    const events = await markPublishedAndReadUnpublished(deps.db, ids, deps.batchSize);
+    const read = await markPublishedAndReadUnpublished(deps.db, ids, deps.batchSize);
     unmarked = [];
-    await marked(marking);
-    return events;
+    await marked(marking, read.marked);
+    return read.events;
   };
 
   return {
@@ -125,12 +131,12 @@ export function createEventRelay(deps: EventRelayDeps): EventRelay {
     async flush() {
       const marking = unmarked;
       if (marking.length === 0) return;
-      await markEventsPublished(
+      const markedIds = await markEventsPublished(
         deps.db,
         marking.map((event) => event.id),
       );
       unmarked = [];
-      await marked(marking);
+      await marked(marking, markedIds);
     },
   };
 }

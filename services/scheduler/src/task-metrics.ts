@@ -6,8 +6,9 @@
  * the gateway (queued, paused, waiting) or by the scheduler's settler (running, once its step
  * stops), is rejected by the gateway and times out in the scheduler's timer firer. Counting at each
  * of those places would miss one or count one twice; every transition, whoever applied it, is one
- * event row, and the relay (one lease holder) marks each row published once. Observations are made
- * after the rows are marked, so a relay that crashes before marking publishes them again and
+ * event row, and one mark takes it out of the outbox: only the relay whose mark that was observes
+ * it (after a change of lease holder the old and the new one may both mark it). Observations are
+ * made after the rows are marked, so a relay that crashes before marking publishes them again and
  * observes them then, once (a crash after marking loses them, but it also resets this process's
  * counters, which Prometheus treats as a restart).
  *

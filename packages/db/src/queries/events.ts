@@ -77,6 +77,16 @@ export function unpublishedEventsStatement(limit: number, leaveOut: readonly num
   return sql`select e.* from ${outboxHead(limit, leaveOut)} order by o.event_id`;
 }
 
+/** What {@link markPublishedAndReadUnpublished} did: the ids it marked, and what it read. */
+export interface MarkedAndRead {
+  /**
+   * The ids this statement took out of the outbox: those of `published` that no other statement
+   * had marked already (another relay that published them too, across a change of lease holder).
+   */
+  readonly marked: number[];
+  readonly events: TaskEventRecord[];
+}
+
 /**
  * Marks the events `published` (the relay's publications of its last batch: their ids leave the
  * outbox) and reads the oldest events still unpublished, in one statement: the relay's read and
@@ -87,21 +97,45 @@ export async function markPublishedAndReadUnpublished(
   executor: Executor,
   published: readonly number[],
   limit: number,
-): Promise<TaskEventRecord[]> {
-  if (published.length === 0) return unpublishedEvents(executor, limit);
+): Promise<MarkedAndRead> {
+  if (published.length === 0) {
+    return { marked: [], events: await unpublishedEvents(executor, limit) };
+  }
+  // The marked ids ride on every row read, and on one row of nulls when none is read.
   const rows = await executor.execute<Record<string, unknown>>(sql`
-    with marked as (delete from task_event_outbox where event_id in ${idList(published)})
-    select e.* from ${outboxHead(limit, published)} order by o.event_id`);
-  return rows.map((row) => recordOf(taskEvents, row));
+    with marked as (
+      delete from task_event_outbox where event_id in ${idList(published)} returning event_id
+    ),
+    marks as (select coalesce(array_agg(event_id), '{}') as marked_ids from marked)
+    select h.*, marks.marked_ids from marks
+    left join lateral (
+      select e.* from ${outboxHead(limit, published)} order by o.event_id
+    ) h on true
+    order by h.id`);
+  return {
+    marked: idsOf(rows[0]?.marked_ids),
+    events: rows.filter((row) => row.id !== null).map((row) => recordOf(taskEvents, row)),
+  };
 }
 
-/** Marks events as published: their ids leave the outbox. */
+/**
+ * Marks events as published: their ids leave the outbox. Answers the ids it took out (not those
+ * another statement had marked already).
+ */
 export async function markEventsPublished(
   executor: Executor,
   ids: readonly number[],
-): Promise<void> {
-  if (ids.length === 0) return;
-  await executor.execute(sql`delete from task_event_outbox where event_id in ${idList(ids)}`);
+): Promise<number[]> {
+  if (ids.length === 0) return [];
+  const rows = await executor.execute<{ event_id: unknown }>(
+    sql`delete from task_event_outbox where event_id in ${idList(ids)} returning event_id`,
+  );
+  return rows.map((row) => Number(row.event_id));
+}
+
+/** Event ids as the driver returns a `bigint[]` (strings). */
+function idsOf(value: unknown): number[] {
+  return Array.isArray(value) ? value.map(Number) : [];
 }
 
 /**
