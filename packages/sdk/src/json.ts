@@ -23,18 +23,36 @@ export const MAX_JSON_DEPTH = 32;
 export type JsonCheck =
   { readonly ok: true; readonly value: Json } | { readonly ok: false; readonly problem: string };
 
+/** How {@link toJson} reads a value. */
+export interface ToJsonOptions {
+  /**
+   * Check a task's input, which the caller hands over as JSON text, rather than a step's output:
+   * a value with a `toJSON` method (a `Date`) is replaced with what the method returns, as
+   * `JSON.stringify` does (a step's output is refused instead: the step reading it back would get
+   * a string where it returned a `Date`); and U+0000, lone surrogates and the depth are left to the
+   * gateway, which refuses them as INVALID_ARGUMENT (they reach it unchanged, escaped).
+   */
+  readonly taskInput?: boolean;
+}
+
 /**
  * Checks that `value` is plain JSON data and returns it as {@link Json}: `undefined` object
  * properties are dropped (as `JSON.stringify` would), a top-level `undefined` becomes `null`.
  * Anything else that JSON cannot carry is a problem naming its path (`$.rows[3].at`).
  */
-export function toJson(value: unknown): JsonCheck {
+export function toJson(value: unknown, options: ToJsonOptions = {}): JsonCheck {
   const seen = new Set<object>();
   const problem = { message: '' };
-  const visit = (node: unknown, path: string, depth: number): Json | undefined => {
+  const { taskInput = false } = options;
+  const visit = (given: unknown, path: string, depth: number, key: string): Json | undefined => {
+    const node = taskInput ? withToJsonApplied(given, key) : given;
+    if (node === undefined) {
+      problem.message = `${path}.toJSON() returned undefined, which JSON cannot carry`;
+      return undefined;
+    }
     if (node === null || typeof node === 'boolean') return node;
     if (typeof node === 'string') {
-      const unstorable = unstorableCharacter(node);
+      const unstorable = taskInput ? undefined : unstorableCharacter(node);
       if (unstorable === undefined) return node;
       problem.message = `${path} holds ${unstorableCharacterWords(unstorable)}, which cannot be stored`;
       return undefined;
@@ -48,7 +66,7 @@ export function toJson(value: unknown): JsonCheck {
       problem.message = `${path} is a ${typeof node}, which JSON cannot carry`;
       return undefined;
     }
-    if (depth >= MAX_JSON_DEPTH) {
+    if (!taskInput && depth >= MAX_JSON_DEPTH) {
       problem.message = `${path} nests deeper than ${MAX_JSON_DEPTH} levels`;
       return undefined;
     }
@@ -66,7 +84,7 @@ export function toJson(value: unknown): JsonCheck {
             problem.message = `${path}[${i}] is undefined`;
             return undefined;
           }
-          const json = visit(item, `${path}[${i}]`, depth + 1);
+          const json = visit(item, `${path}[${i}]`, depth + 1, String(i));
           if (json === undefined) return undefined;
           items.push(json);
         }
@@ -83,13 +101,13 @@ export function toJson(value: unknown): JsonCheck {
       const entries: Array<[string, Json]> = [];
       for (const [key, item] of Object.entries(node)) {
         if (item === undefined) continue;
-        const unstorable = unstorableCharacter(key);
+        const unstorable = taskInput ? undefined : unstorableCharacter(key);
         if (unstorable !== undefined) {
           const what = unstorable === 'nul' ? 'U+0000 (NUL)' : LONE_SURROGATE_WORDS;
           problem.message = `${path} has a key holding ${what}, which cannot be stored`;
           return undefined;
         }
-        const json = visit(item, `${path}.${key}`, depth + 1);
+        const json = visit(item, `${path}.${key}`, depth + 1, key);
         if (json === undefined) return undefined;
         entries.push([key, json]);
       }
@@ -99,6 +117,15 @@ export function toJson(value: unknown): JsonCheck {
     }
   };
   if (value === undefined) return { ok: true, value: null };
-  const json = visit(value, '$', 0);
+  const json = visit(value, '$', 0, '');
   return json === undefined ? { ok: false, problem: problem.message } : { ok: true, value: json };
+}
+
+/** What `JSON.stringify` serialises in place of `value`: `value.toJSON(key)` when it has one. */
+function withToJsonApplied(value: unknown, key: string): unknown {
+  if ((typeof value !== 'object' || value === null) && typeof value !== 'bigint') return value;
+  const toJSON = (value as { toJSON?: unknown }).toJSON;
+  return typeof toJSON === 'function'
+    ? (toJSON as (key: string) => unknown).call(value, key)
+    : value;
 }

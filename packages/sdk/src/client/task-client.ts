@@ -20,6 +20,7 @@ import {
   type RetryTaskResponse,
   type TaskEvent,
 } from '@sluice/api';
+import { toJson } from '../json.js';
 import { connect, type ClientOptions } from './connection.js';
 
 /** Where the gateway is and which tenant calls (the tenant is the API key's). */
@@ -29,7 +30,12 @@ export type TaskClientOptions = ClientOptions;
 export interface CreateTaskParams {
   readonly type: string;
   readonly priority: Priority;
-  /** A string is sent as it is (JSON text, validated by the gateway); anything else as JSON. */
+  /**
+   * A string is sent as it is (JSON text, validated by the gateway); anything else as JSON, as
+   * JSON.stringify writes it (a `Date` as its ISO string). A value JSON would change (`NaN`,
+   * `Infinity`, an `undefined` array item or input, a `Map`, a class instance) rejects the call
+   * with a `TypeError` naming where it is. What JSON carries as given is the gateway's to judge.
+   */
   readonly input: unknown;
   readonly idempotencyKey?: string;
 }
@@ -86,10 +92,10 @@ export function createTaskClient(options: TaskClientOptions): TaskClient {
 
   return {
     // Async: an input JSON cannot carry (a bigint, a cycle) rejects like a refused call would.
-    createTask: async (params) => unary('CreateTask', createRequestOf(params)),
+    createTask: async (params) => unary('CreateTask', createRequestOf(params, '')),
     createTasks: async (tasks) => {
       const response = await unary<CreateTasksResponse>('CreateTasks', {
-        tasks: tasks.map(createRequestOf),
+        tasks: tasks.map((params, index) => createRequestOf(params, `tasks[${index}].`)),
       });
       return response.results;
     },
@@ -146,12 +152,32 @@ export function createTaskClient(options: TaskClientOptions): TaskClient {
   };
 }
 
-/** The wire form of a create. */
-function createRequestOf(params: CreateTaskParams) {
+/**
+ * The wire form of a create.
+ *
+ * @param prefix put before the field a refusal names, e.g. `tasks[3].` for an entry of a batch.
+ * @throws TypeError for an input JSON cannot carry as it is, naming where.
+ */
+function createRequestOf(params: CreateTaskParams, prefix: string) {
   return {
     type: params.type,
     priority: params.priority,
-    input: typeof params.input === 'string' ? params.input : JSON.stringify(params.input),
+    input: inputTextOf(params.input, `${prefix}input`),
     idempotency_key: params.idempotencyKey ?? '',
   };
+}
+
+/**
+ * `input` as the JSON text to send. JSON.stringify would change what it cannot carry without a
+ * word (`NaN` and `Infinity` become `null`, an `undefined` array item `null`, a `Map` `{}`, an
+ * `undefined` input no text at all), and the task would run with an input its caller never gave:
+ * such an input is refused instead, naming where the value is. A value with a `toJSON` method (a
+ * `Date`) is sent as what the method returns, as JSON.stringify sends it.
+ */
+function inputTextOf(input: unknown, field: string): string {
+  if (typeof input === 'string') return input;
+  if (input === undefined) throw new TypeError(`${field} is undefined; give a JSON value`);
+  const checked = toJson(input, { taskInput: true });
+  if (!checked.ok) throw new TypeError(`${field}: ${checked.problem}`);
+  return JSON.stringify(checked.value);
 }
