@@ -37,6 +37,7 @@ export interface CreateTaskParams {
    * with a `TypeError` naming where it is. What JSON carries as given is the gateway's to judge.
    */
   readonly input: unknown;
+  /** Not empty: leave it out for a create without a key (an empty one rejects the call). */
   readonly idempotencyKey?: string;
 }
 
@@ -163,8 +164,19 @@ function createRequestOf(params: CreateTaskParams, prefix: string) {
     type: params.type,
     priority: params.priority,
     input: inputTextOf(params.input, `${prefix}input`),
-    idempotency_key: params.idempotencyKey ?? '',
+    idempotency_key: idempotencyKeyOf(params.idempotencyKey, `${prefix}idempotencyKey`),
   };
+}
+
+/**
+ * The wire form of an idempotency key: `''`, the API's "no key", when there is none. An empty key
+ * given is refused: `idempotencyKey: process.env.KEY ?? ''` with KEY unset asks for a repeat-safe
+ * create, and sent as "no key" it would create the task again on every retry (as the CLI refuses
+ * `--idempotency-key=`).
+ */
+function idempotencyKeyOf(key: string | undefined, field: string): string {
+  if (key === '') throw new TypeError(`${field} must not be empty; leave it out for no key`);
+  return key ?? '';
 }
 
 /**
