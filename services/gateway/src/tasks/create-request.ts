@@ -22,7 +22,7 @@ import { invalidArgument, isGrpcError } from '../grpc/index.js';
 import { parseInput, type InputValidators } from './input-validation.js';
 import { priorityFromApi } from './mapping.js';
 
-/** Longest accepted idempotency key. */
+/** Longest accepted idempotency key, in characters (code points). */
 export const MAX_IDEMPOTENCY_KEY_LENGTH = 256;
 
 /** A create request that passed every check. */
@@ -62,7 +62,7 @@ export function checkCreateRequest(
     throw invalidArgument(`${prefix}priority`, 'priority must be one of PRIORITY_P0 … PRIORITY_P3');
   }
   const key = request.idempotency_key;
-  if (key.length > MAX_IDEMPOTENCY_KEY_LENGTH || /[\p{Cc}]/u.test(key)) {
+  if (isLongerThanKeyAllows(key) || /[\p{Cc}]/u.test(key)) {
     throw invalidArgument(
       `${prefix}idempotency_key`,
       `idempotency_key must be at most ${MAX_IDEMPOTENCY_KEY_LENGTH} printable characters`,
@@ -74,6 +74,15 @@ export function checkCreateRequest(
   const inputError = context.validators.check(taskType, input, prefix);
   if (inputError) throw inputError;
   return { taskType, priority, input, idempotencyKey: key };
+}
+
+/**
+ * Whether `key` has more characters (code points) than a key may, as the refusal says and as a
+ * cancel's reason counts: `length` counts an emoji twice. (Postgres's `text` column, and the
+ * unique index over it, hold 256 characters of 4 UTF-8 bytes with room to spare.)
+ */
+function isLongerThanKeyAllows(key: string): boolean {
+  return key.length > MAX_IDEMPOTENCY_KEY_LENGTH && [...key].length > MAX_IDEMPOTENCY_KEY_LENGTH;
 }
 
 /**
