@@ -60,6 +60,12 @@ describe('parseInput', () => {
     assert.match(refusal(`[${'9'.repeat(310)}]`) ?? '', /number too large/);
   });
 
+  it('refuses a number too large for a double from many digits and a short exponent', () => {
+    // 1 followed by 250 zeros, times 10^99: 1e349, with a two-digit exponent and 251 digits.
+    assert.match(refusal(`{"a":1${'0'.repeat(250)}e99}`) ?? '', /number too large/);
+    assert.match(refusal(`[-${'9'.repeat(300)}.5E+9]`) ?? '', /number too large/);
+  });
+
   it('accepts the largest doubles, tiny numbers and long digits in strings', () => {
     assert.deepEqual(parseInput('{"a":1.7976931348623157e308,"b":1e-400}', LIMIT), {
       a: Number.MAX_VALUE,

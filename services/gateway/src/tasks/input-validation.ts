@@ -61,8 +61,9 @@ export function parseInput(text: string, maxBytes: number, prefix = ''): Json | 
   }
   // `1e400` is valid JSON too, but past a double's range JSON.parse makes it Infinity, which the
   // schema check accepts as a number and the write stored as `null` (JSON.stringify): the task ran
-  // with another input than it was given. Only a number of 309 digits or more, or with an exponent
-  // of three digits or more, can overflow; text without one needs no walk.
+  // with another input than it was given. Only a number with an exponent (of any length: 251
+  // digits times 10^99 overflow too), or of 309 digits or more, can overflow; text without one
+  // needs no walk.
   if (LONG_NUMBER.test(text) && holdsInfinity(value)) {
     return invalidArgument(
       field,
@@ -72,8 +73,8 @@ export function parseInput(text: string, maxBytes: number, prefix = ''): Json | 
   return value;
 }
 
-/** A number with an exponent of three digits or more, or of 309 digits or more. */
-const LONG_NUMBER = /\d[eE]\+?\d{3}|\d{309}/;
+/** A number with an exponent, or of 309 digits or more. */
+const LONG_NUMBER = /\d[eE]|\d{309}/;
 
 /** Whether a number of `value`, wherever it is nested, is infinite. */
 function holdsInfinity(value: Json): boolean {
