@@ -37,6 +37,17 @@ describe('parseInput', () => {
     assert.equal(refusal(deepest), undefined);
   });
 
+  it('refuses nesting far deeper than the limit without overflowing the stack', () => {
+    // 20 kB of brackets: JSON.parse builds it, a walk of it to the bottom overflowed the stack
+    // (a RangeError, answered INTERNAL).
+    for (const open of ['[', '{"a":']) {
+      const depth = 10_000;
+      const close = open === '[' ? ']' : '}';
+      const text = open.repeat(depth) + '1' + close.repeat(depth);
+      assert.match(refusal(text) ?? '', /nests deeper/);
+    }
+  });
+
   it('refuses U+0000 in a string or a key, wherever it is nested', () => {
     assert.match(refusal('{"a":"x\\u0000y"}') ?? '', /U\+0000/);
     assert.match(refusal('{"a":[{"b\\u0000":1}]}') ?? '', /U\+0000/);

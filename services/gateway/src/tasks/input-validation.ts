@@ -33,7 +33,7 @@ export function parseInput(text: string, maxBytes: number, prefix = ''): Json | 
   } catch (error) {
     return invalidArgument(field, `input is not valid JSON: ${(error as Error).message}`);
   }
-  if (depthOf(value) > MAX_INPUT_DEPTH) {
+  if (nestsDeeperThan(value, MAX_INPUT_DEPTH)) {
     return invalidArgument(field, `input nests deeper than ${MAX_INPUT_DEPTH} levels`);
   }
   // Valid JSON (`"\u0000"`), but Postgres's jsonb cannot store it: refused here rather than
@@ -94,14 +94,16 @@ function someString(value: Json, test: (text: string) => boolean): boolean {
   return Object.entries(value).some(([key, child]) => test(key) || someString(child, test));
 }
 
-function depthOf(value: Json): number {
-  if (value === null || typeof value !== 'object') return 0;
-  let deepest = 0;
-  for (const child of Array.isArray(value) ? value : Object.values(value)) {
-    deepest = Math.max(deepest, depthOf(child));
-    if (deepest > MAX_INPUT_DEPTH) break;
-  }
-  return deepest + 1;
+/**
+ * Whether `value` nests deeper than `levelsLeft` levels. It descends no further than that:
+ * JSON.parse builds far deeper values (20 kB of `[` is 10,000 levels), and a walk to their bottom
+ * overflowed the stack.
+ */
+function nestsDeeperThan(value: Json, levelsLeft: number): boolean {
+  if (value === null || typeof value !== 'object') return false;
+  if (levelsLeft === 0) return true;
+  const children = Array.isArray(value) ? value : Object.values(value);
+  return children.some((child) => nestsDeeperThan(child, levelsLeft - 1));
 }
 
 /** A compiled validator and the schema it was compiled from. */
