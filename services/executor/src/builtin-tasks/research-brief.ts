@@ -5,8 +5,8 @@
  */
 import { z } from 'zod';
 import { storableText } from '@sluice/core';
-import { HttpStatusError, complete, defineTask, next } from '@sluice/sdk';
-import { cutText } from './web-page.js';
+import { complete, defineTask, next } from '@sluice/sdk';
+import { cutText, fetchPage } from './web-page.js';
 
 /** Largest page body the fetch step keeps (the rest is cut), so outputs stay small. */
 const MAX_PAGE_CHARS = 64 * 1024;
@@ -50,27 +50,19 @@ export const researchBrief = defineTask({
     },
     async fetchSource(ctx) {
       const { url, outline } = ctx.input;
-      const response = await fetch(url, {
-        signal: ctx.signal,
-        headers: { 'idempotency-key': ctx.idempotencyKey },
-      });
-      if (!response.ok) {
-        // Its body is not read: cancelled, so the connection is closed now, not when collected.
-        await response.body?.cancel();
-        throw HttpStatusError.fromResponse(response, url);
-      }
-      const body = await response.text();
-      // Storable: a page's U+0000 or half an emoji in the output would fail the step for good.
-      const title = /<title>([^<]*)<\/title>/i.exec(body)?.[1]?.trim() ?? null;
+      // Read capped (fetchPage): an endless or huge page must neither hold the step until its
+      // timeout nor exhaust the executor's memory. A failed fetch's answer is closed unread.
+      const page = await fetchPage(url, { signal: ctx.signal, idempotencyKey: ctx.idempotencyKey });
       return complete({
         topic: ctx.taskInput.topic,
         outline,
         source: {
           url,
-          status: response.status,
-          title: title === null ? null : storableText(title),
-          excerpt: cutText(storableText(body), 280),
-          chars: Math.min(body.length, MAX_PAGE_CHARS),
+          status: page.status,
+          title: page.title,
+          // Storable: a page's U+0000 or half an emoji in the output would fail the step for good.
+          excerpt: cutText(storableText(page.body), 280),
+          chars: Math.min(page.body.length, MAX_PAGE_CHARS),
         },
       });
     },
