@@ -1,8 +1,15 @@
 import assert from 'node:assert/strict';
+import { createServer, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { describe, it } from 'node:test';
 import { HttpStatusError } from '@sluice/sdk';
 import { startFakeLlmServer } from '../../../test/support/fake-llm-server.js';
-import { DEFAULT_COMPLETION_TOKENS, createLlmClient, estimateTokens } from './llm-client.js';
+import {
+  DEFAULT_COMPLETION_TOKENS,
+  MAX_LLM_ANSWER_BYTES,
+  createLlmClient,
+  estimateTokens,
+} from './llm-client.js';
 import { createLlmGate, type LlmGateOptions } from './llm-gate.js';
 
 const KEY = 'sk-client';
@@ -103,5 +110,49 @@ describe('LLM client', () => {
     assert.equal(estimateTokens({ messages }), 100 + DEFAULT_COMPLETION_TOKENS);
     assert.equal(estimateTokens({ messages, maxTokens: 50 }), 150);
     assert.equal(estimateTokens({ messages, maxTokens: 0 }), 100 + DEFAULT_COMPLETION_TOKENS);
+  });
+});
+
+/** A chat-completions endpoint on loopback whose answers `answer` writes. */
+async function startRawEndpoint(answer: (res: ServerResponse) => void) {
+  const server = createServer((req, res) => {
+    req.resume();
+    req.on('end', () => answer(res));
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return {
+    baseUrl: `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1`,
+    async [Symbol.asyncDispose]() {
+      server.closeAllConnections();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  };
+}
+
+describe('LLM client: answers it cannot use', () => {
+  it('an endless answer fails the call once it is over the size limit, and frees its permit', async () => {
+    let sent = 0;
+    await using endpoint = await startRawEndpoint((res) => {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.write('{"choices":[{"message":{"content":"');
+      const more = setInterval(() => {
+        res.write('x'.repeat(256 * 1024));
+        sent += 256 * 1024;
+      }, 1);
+      res.on('close', () => clearInterval(more));
+    });
+    const gate = createLlmGate(GATE);
+    const client = createLlmClient(
+      { baseUrl: endpoint.baseUrl, apiKey: KEY, model: 'gpt-test' },
+      AbortSignal.timeout(10_000),
+      gate,
+    );
+    await assert.rejects(client.chat({ messages: MESSAGES }), (error: Error) => {
+      assert.match(error.message, /the LLM endpoint answered with more than \d+ bytes/);
+      return true;
+    });
+    assert.ok(sent < 4 * MAX_LLM_ANSWER_BYTES, `${sent} bytes were read`);
+    assert.equal(gate.snapshot().inFlight, 0);
+    gate.close();
   });
 });

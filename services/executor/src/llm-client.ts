@@ -11,6 +11,7 @@ import {
   type ChatMessage,
   type LlmClient,
 } from '@sluice/sdk';
+import { readCappedBody } from './capped-body.js';
 import type { LlmCallResult, LlmGate } from './llm-gate.js';
 import { EVENT_LLM_PERMIT, recordChatCompletion, withChatSpan } from './llm-span.js';
 
@@ -27,6 +28,13 @@ export interface LlmClientOptions {
  * the completion allowance against the token limit before it answers.
  */
 export const DEFAULT_COMPLETION_TOKENS = 1_000;
+
+/**
+ * Most bytes of an answer read. A completion is text of at most some hundred thousand tokens; an
+ * answer larger than this is not one (a misrouted download, an endless stream), and read whole it
+ * would exhaust the executor's memory, every step's LLM call at once.
+ */
+export const MAX_LLM_ANSWER_BYTES = 8 * 1024 * 1024;
 
 /**
  * A chat request. `maxTokens` is not (yet) in the SDK's `LlmClient` type; when a caller passes it
@@ -98,7 +106,13 @@ export function createLlmClient(
             await response.body?.cancel();
             throw HttpStatusError.fromResponse(response, 'the LLM endpoint');
           }
-          const body = (await response.json()) as CompletionBody;
+          const answer = await readCappedBody(response, MAX_LLM_ANSWER_BYTES);
+          if (answer.truncated) {
+            throw new Error(
+              `the LLM endpoint answered with more than ${MAX_LLM_ANSWER_BYTES} bytes: not a completion`,
+            );
+          }
+          const body = JSON.parse(answer.text) as CompletionBody;
           const completion = completionOf(body, model);
           recordChatCompletion(span, completion, typeof body.id === 'string' ? body.id : undefined);
           result = {

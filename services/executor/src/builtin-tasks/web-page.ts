@@ -5,6 +5,7 @@
 import { z } from 'zod';
 import { storableText } from '@sluice/core';
 import { HttpStatusError } from '@sluice/sdk';
+import { readCappedBody } from '../capped-body.js';
 
 /** Most bytes of a response body read; the rest is not downloaded. */
 export const MAX_BODY_BYTES = 1024 * 1024;
@@ -65,7 +66,7 @@ export async function fetchPage(url: string, options: FetchPageOptions): Promise
     await response.body?.cancel();
     throw HttpStatusError.fromResponse(response, url);
   }
-  const { body, truncated } = await readCapped(response, MAX_BODY_BYTES);
+  const { text: body, truncated } = await readCappedBody(response, MAX_BODY_BYTES);
   const contentType = response.headers.get('content-type') ?? '';
   const html = /html/i.test(contentType) || /^\s*</.test(body);
   const readable = html ? htmlToText(body) : { title: null, text: body.trim() };
@@ -88,30 +89,6 @@ export function cutText(text: string, maxChars: number): string {
   const cut = text.slice(0, maxChars);
   const last = cut.charCodeAt(cut.length - 1);
   return cut.length < text.length && last >= 0xd800 && last <= 0xdbff ? cut.slice(0, -1) : cut;
-}
-
-/** The body as text, reading at most `maxBytes` (then cancelling the download). */
-async function readCapped(
-  response: Response,
-  maxBytes: number,
-): Promise<{ body: string; truncated: boolean }> {
-  if (!response.body) return { body: '', truncated: false };
-  const reader = (response.body as ReadableStream<Uint8Array>).getReader();
-  const chunks: Uint8Array[] = [];
-  const text = () => Buffer.concat(chunks).toString('utf8');
-  let size = 0;
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) return { body: text(), truncated: false };
-    const room = maxBytes - size;
-    if (value.length > room) {
-      chunks.push(value.subarray(0, room));
-      await reader.cancel();
-      return { body: text(), truncated: true };
-    }
-    chunks.push(value);
-    size += value.length;
-  }
 }
 
 const ENTITIES: Readonly<Record<string, string>> = {
