@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { createServer, type ServerResponse } from 'node:http';
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { describe, it } from 'node:test';
 import { HttpStatusError } from '@sluice/sdk';
@@ -114,10 +114,10 @@ describe('LLM client', () => {
 });
 
 /** A chat-completions endpoint on loopback whose answers `answer` writes. */
-async function startRawEndpoint(answer: (res: ServerResponse) => void) {
+async function startRawEndpoint(answer: (res: ServerResponse, req: IncomingMessage) => void) {
   const server = createServer((req, res) => {
     req.resume();
-    req.on('end', () => answer(res));
+    req.on('end', () => answer(res, req));
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   return {
@@ -155,4 +155,28 @@ describe('LLM client: answers it cannot use', () => {
     assert.equal(gate.snapshot().inFlight, 0);
     gate.close();
   });
+
+  for (const [what, body] of [
+    // A debugging proxy's page that echoes the request (its Authorization header too).
+    ['an HTML page', '<html><body>502 Bad Gateway: {authorization}</body></html>'],
+    ['truncated JSON', '{"choices":[{"message":{"content":"half'],
+    ['JSON null', 'null'],
+  ] as const) {
+    it(`${what} with status 200 is a failure that says so`, async () => {
+      await using endpoint = await startRawEndpoint((res, req) => {
+        const echoed = body.replace('{authorization}', req.headers.authorization ?? '');
+        res.writeHead(200, { 'content-type': 'text/html' }).end(echoed);
+      });
+      const client = createLlmClient(
+        { baseUrl: endpoint.baseUrl, apiKey: KEY, model: 'gpt-test' },
+        AbortSignal.timeout(10_000),
+      );
+      await assert.rejects(client.chat({ messages: MESSAGES }), (error: Error) => {
+        assert.match(error.message, /^the LLM endpoint answered HTTP 200 with/);
+        if (what === 'an HTML page') assert.match(error.message, /502 Bad Gateway/);
+        assert.ok(!error.message.includes(KEY));
+        return true;
+      });
+    });
+  }
 });

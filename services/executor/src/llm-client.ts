@@ -112,7 +112,7 @@ export function createLlmClient(
               `the LLM endpoint answered with more than ${MAX_LLM_ANSWER_BYTES} bytes: not a completion`,
             );
           }
-          const body = JSON.parse(answer.text) as CompletionBody;
+          const body = completionBodyOf(answer.text, response, options.apiKey);
           const completion = completionOf(body, model);
           recordChatCompletion(span, completion, typeof body.id === 'string' ? body.id : undefined);
           result = {
@@ -133,6 +133,39 @@ export function createLlmClient(
       });
     },
   };
+}
+
+/** Characters of an answer that is not JSON quoted in the error, so the user sees what came. */
+const QUOTED_ANSWER_CHARS = 120;
+
+/**
+ * The parsed answer; an answer that is not a JSON object (a proxy's HTML error page with status
+ * 200, a cut connection's half) fails with an error that says the endpoint answered so, rather
+ * than a bare `SyntaxError` or `TypeError` the user cannot place.
+ */
+function completionBodyOf(
+  text: string,
+  response: Response,
+  apiKey: string | undefined,
+): CompletionBody {
+  let body: unknown;
+  try {
+    body = JSON.parse(text);
+  } catch {
+    const type = response.headers.get('content-type') ?? 'no content-type';
+    // An endpoint that echoes the request must not put the key into the step's error.
+    const quoted = apiKey ? text.replaceAll(apiKey, '[redacted]') : text;
+    throw new Error(
+      `the LLM endpoint answered HTTP ${response.status} with a body that is not JSON ` +
+        `(${type}, ${text.length} characters): ${JSON.stringify(quoted.slice(0, QUOTED_ANSWER_CHARS))}`,
+    );
+  }
+  if (typeof body !== 'object' || body === null || Array.isArray(body)) {
+    throw new Error(
+      `the LLM endpoint answered HTTP ${response.status} with JSON that is not an object`,
+    );
+  }
+  return body;
 }
 
 function completionOf(body: CompletionBody, requestedModel: string): ChatCompletion {
