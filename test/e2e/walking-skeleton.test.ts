@@ -258,7 +258,8 @@ describe('a multi-step task end to end', () => {
       { ...data, dead_letter_id: undefined },
       {
         error_class: 'external_5xx',
-        message: 'the LLM endpoint answered HTTP 500',
+        message:
+          'the LLM endpoint answered HTTP 500: The server had an error while processing your request (injected).',
         attempts: 3,
         reason: 'dead_letter',
         dead_letter_id: undefined,

@@ -179,4 +179,39 @@ describe('LLM client: answers it cannot use', () => {
       });
     });
   }
+
+  it("a refused call says why, in the provider's words", async () => {
+    const reason = "This model's maximum context length is 8192 tokens.";
+    await using endpoint = await startRawEndpoint((res) => {
+      res
+        .writeHead(400, { 'content-type': 'application/json' })
+        .end(JSON.stringify({ error: { message: reason, type: 'invalid_request_error' } }));
+    });
+    const client = createLlmClient(
+      { baseUrl: endpoint.baseUrl, apiKey: KEY, model: 'gpt-test' },
+      AbortSignal.timeout(10_000),
+    );
+    await assert.rejects(client.chat({ messages: MESSAGES }), {
+      name: 'HttpStatusError',
+      status: 400,
+      message: `the LLM endpoint answered HTTP 400: ${reason}`,
+    });
+  });
+
+  it('an unauthorized call does not quote what the provider says of the key', async () => {
+    await using endpoint = await startRawEndpoint((res, req) => {
+      const key = req.headers.authorization ?? '';
+      res
+        .writeHead(401, { 'content-type': 'application/json' })
+        .end(JSON.stringify({ error: { message: `Incorrect API key provided: ${key}` } }));
+    });
+    const client = createLlmClient(
+      { baseUrl: endpoint.baseUrl, apiKey: KEY, model: 'gpt-test' },
+      AbortSignal.timeout(10_000),
+    );
+    await assert.rejects(client.chat({ messages: MESSAGES }), {
+      status: 401,
+      message: 'the LLM endpoint answered HTTP 401',
+    });
+  });
 });

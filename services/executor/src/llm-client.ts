@@ -102,10 +102,7 @@ export function createLlmClient(
             headers: response.headers,
             latencyMs: performance.now() - started,
           };
-          if (!response.ok) {
-            await response.body?.cancel();
-            throw HttpStatusError.fromResponse(response, 'the LLM endpoint');
-          }
+          if (!response.ok) throw await refusalOf(response, options.apiKey);
           const answer = await readCappedBody(response, MAX_LLM_ANSWER_BYTES);
           if (answer.truncated) {
             throw new Error(
@@ -133,6 +130,47 @@ export function createLlmClient(
       });
     },
   };
+}
+
+/** Bytes of a refusal's body read for its reason; the rest is not downloaded. */
+const MAX_REFUSAL_BYTES = 4 * 1024;
+/** Characters of a refusal's reason kept in the error. */
+const MAX_REASON_CHARS = 500;
+
+/**
+ * The error of a non-2xx answer, with the provider's reason (`error.message` of an OpenAI-style
+ * body, else the start of the text): a 400 for a prompt over the context length or a 404 for an
+ * unknown model is final, and without the reason the user cannot tell what to change. A 401/403's
+ * reason is not quoted: providers echo (part of) the key there.
+ */
+async function refusalOf(response: Response, apiKey: string | undefined): Promise<HttpStatusError> {
+  const error = HttpStatusError.fromResponse(response, 'the LLM endpoint');
+  if (response.status === 401 || response.status === 403) {
+    await response.body?.cancel();
+    return error;
+  }
+  const { text, truncated } = await readCappedBody(response, MAX_REFUSAL_BYTES).catch(() => ({
+    text: '',
+    truncated: false,
+  }));
+  let reason = truncated ? '' : providerMessage(text);
+  reason ||= text.trim();
+  if (apiKey) reason = reason.replaceAll(apiKey, '[redacted]');
+  reason = reason.replace(/\s+/g, ' ').slice(0, MAX_REASON_CHARS);
+  if (reason !== '') error.message = `${error.message}: ${reason}`;
+  return error;
+}
+
+/** `error.message` (OpenAI and most compatible servers) or `message` of a JSON body, else ''. */
+function providerMessage(text: string): string {
+  try {
+    const body = JSON.parse(text) as { error?: { message?: unknown } | string; message?: unknown };
+    const message =
+      typeof body.error === 'string' ? body.error : (body.error?.message ?? body.message);
+    return typeof message === 'string' ? message : '';
+  } catch {
+    return '';
+  }
 }
 
 /** Characters of an answer that is not JSON quoted in the error, so the user sees what came. */
