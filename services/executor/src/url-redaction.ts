@@ -1,0 +1,60 @@
+/**
+ * Credentials in a URL's query string (`?api_key=…`, `?key=…`, a presigned URL's `sig`), replaced
+ * before the URL is recorded: many tool APIs take their key there, and a span's `url.full` and
+ * `url.query` are exported to whatever trace backend is configured, kept and shown to anyone who
+ * reads traces. The replacement is `REDACTED`, as the OpenTelemetry HTTP conventions spell it.
+ */
+import { SECRET_KEYS } from '@sluice/telemetry';
+
+/** What a redacted value reads. */
+export const REDACTED_QUERY_VALUE = 'REDACTED';
+
+/**
+ * Query parameter names (compared lowercased) whose values are credentials: the names the logger
+ * redacts, their dashed and joined spellings, and the signature parameters of presigned URLs the
+ * OpenTelemetry conventions name.
+ */
+const SECRET_PARAMS: ReadonlySet<string> = new Set([
+  ...[...SECRET_KEYS].map((key) => key.toLowerCase()),
+  'api-key',
+  'apikey',
+  'access-token',
+  'accesstoken',
+  'auth',
+  'client-secret',
+  'signature',
+  'sig',
+  'awsaccesskeyid',
+  'x-goog-signature',
+  'x-goog-credential',
+  'x-amz-signature',
+  'x-amz-credential',
+  'x-amz-security-token',
+]);
+
+/**
+ * `search` (`?a=1&api_key=x`, or '') with the value of every secret parameter replaced; the other
+ * parameters stay exactly as they were written.
+ */
+export function redactQuery(search: string): string {
+  if (search.length <= 1) return search;
+  const parts = search.slice(1).split('&');
+  const redacted = parts.map((part) => {
+    const equals = part.indexOf('=');
+    if (equals < 0) return part;
+    return isSecretParam(part.slice(0, equals))
+      ? `${part.slice(0, equals)}=${REDACTED_QUERY_VALUE}`
+      : part;
+  });
+  return `?${redacted.join('&')}`;
+}
+
+function isSecretParam(encodedName: string): boolean {
+  let name: string;
+  try {
+    name = decodeURIComponent(encodedName.replace(/\+/g, ' '));
+  } catch {
+    name = encodedName;
+  }
+  return SECRET_PARAMS.has(name.trim().toLowerCase());
+}
