@@ -94,6 +94,11 @@ describe('createLogger', () => {
       `slk_${REDACTED} pasted`,
     ],
     ['an LLM provider key', `using sk-proj-abcdefghijklmnopqrstuvwxyz012345`, `sk-${REDACTED}`],
+    [
+      'a key in the query string of a URL a step called',
+      'https://serp.example/search?q=x&api_key=9f8e7d6c5b4a3210&hl=en answered HTTP 404',
+      `https://serp.example/search?q=x&api_key=${REDACTED}&hl=en answered HTTP 404`,
+    ],
   ];
   for (const [what, text, expected] of secretTexts) {
     it(`scrubs ${what} from the message and from an error`, () => {
@@ -102,7 +107,7 @@ describe('createLogger', () => {
       log.warn(text);
       log.error({ err: new Error(text) }, 'step failed');
       assert.equal(out.lines.length, 2);
-      const secret = text.match(/(sk-|slk_)\S+|Bearer \S+|:[^:@/]+@/)?.[0] ?? SECRET;
+      const secret = text.match(/(sk-|slk_)\S+|Bearer \S+|:[^:@/]+@|api_key=[^&]+/)?.[0] ?? SECRET;
       for (const line of out.lines) {
         assert.ok(!line.includes(SECRET) && !line.includes(secret), `secret leaked: ${line}`);
         assert.ok(line.includes(expected), `not scrubbed as expected: ${line}`);
@@ -117,6 +122,7 @@ describe('createLogger', () => {
       'GET http://127.0.0.1:9/v1/chat/completions failed',
       '{"key_prefix":"slk_Ab12Cd","task":"task-trace-1","basic":"Basic setup"}',
       'nats://127.0.0.1:4222 and postgres://postgres@127.0.0.1:5432/sluice',
+      'https://example.com/search?q=monkey&keyword=tokens&page=2',
     ];
     for (const text of texts) assert.equal(scrubSecrets(text), text);
   });

@@ -117,6 +117,13 @@ const SECRET_TEXT: ReadonlyArray<readonly [RegExp, string]> = [
   // the common `sk-…` form of LLM provider keys.
   [/\bslk_[A-Za-z0-9_-]{16,}/g, `slk_${REDACTED}`],
   [/\bsk-[A-Za-z0-9_-]{16,}/g, `sk-${REDACTED}`],
+  // A credential in a URL's query string (`?api_key=…`, `&token=…`, a presigned URL's `sig`), as
+  // many tool APIs take their key: a step's error quotes the URL it called. The parameter's name
+  // must be whole (`keyword=` is not `key=`).
+  [
+    /([?&](?:api[_-]?key|key|token|access[_-]?token|refresh_token|secret|client_secret|password|auth|sig|signature|x-amz-signature|x-amz-credential|x-amz-security-token|x-goog-signature|x-goog-credential|awsaccesskeyid)=)[^\s&#"\\]+/gi,
+    `$1${REDACTED}`,
+  ],
 ];
 
 /**
