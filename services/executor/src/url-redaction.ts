@@ -58,3 +58,16 @@ function isSecretParam(encodedName: string): boolean {
   }
   return SECRET_PARAMS.has(name.trim().toLowerCase());
 }
+
+/** `url` with its query string's credentials (and any user:password) redacted, to quote it. */
+export function redactUrl(url: string): string {
+  let parsed: URL;
+  try {
+    parsed = new URL(url);
+  } catch {
+    return url; // fetch refuses it before anything is quoted
+  }
+  parsed.search = redactQuery(parsed.search);
+  if (parsed.password !== '') parsed.password = REDACTED_QUERY_VALUE;
+  return parsed.toString();
+}

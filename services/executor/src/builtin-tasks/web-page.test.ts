@@ -60,4 +60,12 @@ describe('fetchPage', () => {
       retryAfterMs: 2_000,
     });
   });
+
+  it("names the URL in its error without the query string's credentials", async () => {
+    const url = `${base}/nothing?q=sluice&api_key=SECRET-1`;
+    await assert.rejects(fetchPage(url, options), {
+      status: 404,
+      message: `${base}/nothing?q=sluice&api_key=REDACTED answered HTTP 404`,
+    });
+  });
 });

@@ -6,6 +6,7 @@ import { z } from 'zod';
 import { storableText } from '@sluice/core';
 import { HttpStatusError } from '@sluice/sdk';
 import { readCappedBody } from '../capped-body.js';
+import { redactUrl } from '../url-redaction.js';
 
 /** Most bytes of a response body read; the rest is not downloaded. */
 export const MAX_BODY_BYTES = 1024 * 1024;
@@ -64,7 +65,8 @@ export async function fetchPage(url: string, options: FetchPageOptions): Promise
   const retryable = response.status === 429 || response.status >= 500;
   if (!response.ok && (retryable || !(options.acceptStatus?.(response.status) ?? false))) {
     await response.body?.cancel();
-    throw HttpStatusError.fromResponse(response, url);
+    // The error is stored with the step, its events and any dead letter: no key of the query.
+    throw HttpStatusError.fromResponse(response, redactUrl(url));
   }
   const { text: body, truncated } = await readCappedBody(response, MAX_BODY_BYTES);
   const contentType = response.headers.get('content-type') ?? '';
