@@ -64,6 +64,8 @@ export interface TestServer {
     request: object,
     metadata?: Readonly<Record<string, string>>,
   ): Promise<{ code: grpc.status; response: unknown; details?: string }>;
+  /** Opens a `WatchTask` stream as `acme`, with a deadline `deadlineMs` from now. */
+  watch(request: object, deadlineMs: number): grpc.ClientReadableStream<unknown>;
   /** A raw client of the server, for streams. */
   readonly client: grpc.Client;
   /** The method definitions of TaskService. */
@@ -135,6 +137,20 @@ export async function startTestServer(options: TestServerOptions): Promise<TestS
             ),
         );
       });
+    },
+    watch(request, deadlineMs) {
+      const method = api.taskService['WatchTask'];
+      assert.ok(method !== undefined, 'TaskService has no method WatchTask');
+      const metadata = new grpc.Metadata();
+      metadata.set('authorization', `Bearer ${apiKey}`);
+      return client.makeServerStreamRequest(
+        method.path,
+        method.requestSerialize,
+        method.responseDeserialize,
+        request,
+        metadata,
+        { deadline: Date.now() + deadlineMs },
+      );
     },
     async close() {
       client.close();

@@ -6,7 +6,6 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import * as grpc from '@grpc/grpc-js';
 import { createTask, type TaskTypeManifest } from '@sluice/db';
 import type { FinishedCall } from '../grpc/handler-adapter.js';
 import type { EventHub } from './event-hub.js';
@@ -52,7 +51,7 @@ describe('WatchTask cancelled while its writes wait for the client', () => {
   });
 
   it('ends the handler and stops listening once the client cancels', async () => {
-    const { handle, apiKey, client } = server;
+    const { handle } = server;
     const { task } = await createTask(handle.db, {
       tenantId: 'acme',
       taskType: manifest,
@@ -66,18 +65,7 @@ describe('WatchTask cancelled while its writes wait for the client', () => {
       from generate_series(2, ${EVENTS + 1}) as seq`;
     await handle.sql`update tasks set last_event_seq = ${EVENTS + 1} where id = ${task.id}`;
 
-    const method = server.methods['WatchTask'];
-    assert.ok(method !== undefined);
-    const metadata = new grpc.Metadata();
-    metadata.set('authorization', `Bearer ${apiKey}`);
-    const stream = client.makeServerStreamRequest(
-      method.path,
-      method.requestSerialize,
-      method.responseDeserialize,
-      { task_id: task.id, after_seq: '0' },
-      metadata,
-      { deadline: Date.now() + 30_000 },
-    );
+    const stream = server.watch({ task_id: task.id, after_seq: '0' }, 30_000);
     stream.on('error', () => undefined); // the cancel's own CANCELLED
     // Reads one message, then nothing: the windows fill and the gateway's writes wait.
     await new Promise((resolve) => stream.once('data', resolve));

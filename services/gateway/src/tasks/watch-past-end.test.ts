@@ -30,18 +30,7 @@ describe('WatchTask after the last event', () => {
 
   /** The stream's first message, its end, or its error, whichever comes first. */
   function watch(taskId: string, afterSeq: number) {
-    const method = server.methods['WatchTask'];
-    assert.ok(method !== undefined);
-    const metadata = new grpc.Metadata();
-    metadata.set('authorization', `Bearer ${server.apiKey}`);
-    const stream = server.client.makeServerStreamRequest(
-      method.path,
-      method.requestSerialize,
-      method.responseDeserialize,
-      { task_id: taskId, after_seq: String(afterSeq) },
-      metadata,
-      { deadline: Date.now() + 5_000 },
-    );
+    const stream = server.watch({ task_id: taskId, after_seq: String(afterSeq) }, 5_000);
     return new Promise<string>((resolve) => {
       stream.on('data', () => {
         resolve('data');

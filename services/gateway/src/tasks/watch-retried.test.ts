@@ -29,7 +29,7 @@ describe('WatchTask of a task retried after it ended', () => {
   });
 
   it('replays past the earlier end and follows the retried task to its next end', async () => {
-    const { handle, apiKey, client } = server;
+    const { handle } = server;
     const { task } = await createTask(handle.db, {
       tenantId: 'acme',
       taskType: manifest,
@@ -41,18 +41,7 @@ describe('WatchTask of a task retried after it ended', () => {
     await ok('CancelTask', { task_id: task.id });
     await ok('RetryTask', { task_id: task.id });
 
-    const method = server.methods['WatchTask'];
-    assert.ok(method !== undefined);
-    const metadata = new grpc.Metadata();
-    metadata.set('authorization', `Bearer ${apiKey}`);
-    const stream = client.makeServerStreamRequest(
-      method.path,
-      method.requestSerialize,
-      method.responseDeserialize,
-      { task_id: task.id, after_seq: '0' },
-      metadata,
-      { deadline: Date.now() + 10_000 },
-    );
+    const stream = server.watch({ task_id: task.id, after_seq: '0' }, 10_000);
     const events: string[] = [];
     let ended = false;
     stream.on('data', ({ event }: WatchTaskResponse) => {
@@ -81,25 +70,14 @@ describe('WatchTask of a task retried after it ended', () => {
   });
 
   it('ends at a final state followed by facts about its steps', async () => {
-    const { handle, apiKey, client } = server;
+    const { handle } = server;
     const { task } = await createTask(handle.db, {
       tenantId: 'acme',
       taskType: manifest,
       priority: 2,
       input: {},
     });
-    const method = server.methods['WatchTask'];
-    assert.ok(method !== undefined);
-    const metadata = new grpc.Metadata();
-    metadata.set('authorization', `Bearer ${apiKey}`);
-    const stream = client.makeServerStreamRequest(
-      method.path,
-      method.requestSerialize,
-      method.responseDeserialize,
-      { task_id: task.id, after_seq: '0' },
-      metadata,
-      { deadline: Date.now() + 10_000 },
-    );
+    const stream = server.watch({ task_id: task.id, after_seq: '0' }, 10_000);
     const events: string[] = [];
     stream.on('data', ({ event }: WatchTaskResponse) => {
       if (event) events.push(`${event.seq}:${event.type}`);
