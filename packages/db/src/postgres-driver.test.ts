@@ -8,6 +8,7 @@ import { after, before, describe, it } from 'node:test';
 import postgres from 'postgres';
 import {
   createTestDatabase,
+  startPostgresServer,
   startTurnCounter,
   withinSeconds,
   type TestDatabase,
@@ -362,5 +363,88 @@ describe('the postgres driver after a connection dies (Sluice patch: porsager/po
       }
       return true;
     });
+  });
+});
+
+describe('reservations waiting for a connection (Sluice patch)', () => {
+  /** Waits until the backend `pid` runs a statement that starts with `start`. */
+  async function waitUntilRunning(admin: postgres.Sql, pid: number, start: string): Promise<void> {
+    for (;;) {
+      const [row] = await admin<{ n: number }[]>`
+        select count(*)::int as n from pg_stat_activity
+        where pid = ${pid} and state = 'active' and query like ${`${start}%`}`;
+      if (row?.n === 1) return;
+      await new Promise((resolve) => setImmediate(resolve));
+    }
+  }
+
+  it('is handed the connection that closed and reconnected for it', async () => {
+    // The only connection is busy, so the reservation waits in the pool's queue. When that
+    // connection closes (a restart, a failover), the pool connects it again for the first query
+    // waiting. Unpatched, a reservation taken off the queue so was dropped once the connection
+    // was open: its reserve() never settled (an executor's outcome writes hung after an outage).
+    const sql = postgres(database.url, { max: 1, onnotice: () => {}, backoff: () => 0.05 });
+    const admin = postgres(database.url, { max: 1, onnotice: () => {} });
+    try {
+      const [row] = await sql<{ pid: number }[]>`select pg_backend_pid() as pid`;
+      const sleeping = sql`select pg_sleep(30)`.then(
+        () => 'ok',
+        (error: unknown) => String((error as { code?: unknown }).code),
+      );
+      await waitUntilRunning(admin, row!.pid, 'select pg_sleep');
+      const reserving = sql.reserve();
+      await admin`select pg_terminate_backend(${row!.pid})`;
+      assert.notEqual(await sleeping, 'ok', 'the statement of the ended backend failed');
+      const reserved = await withinSeconds(10, reserving);
+      assert.notEqual(reserved, 'too late', 'the waiting reservation was answered');
+      if (reserved !== 'too late') {
+        const [again] = await reserved<{ n: number }[]>`select 1 as n`;
+        assert.equal(again?.n, 1);
+        reserved.release();
+      }
+      assert.notEqual(await withinSeconds(10, sql`select 1`), 'too late');
+    } finally {
+      await sql.end({ timeout: 5 });
+      await admin.end({ timeout: 5 });
+    }
+  });
+
+  it('are each answered across a restart, and the pool keeps every connection', async () => {
+    // Reservations that wait while Postgres is down are refused one per failed connection attempt
+    // and asked again, as an executor's outcome writer does. Unpatched, a refused reservation could
+    // stay in the pool's queue: served later, it swallowed an open connection (lost to the pool
+    // for good) or, first in the queue, held back the reservations behind it.
+    await using server = await startPostgresServer();
+    const sql = postgres(server.url, { max: 2, onnotice: () => {}, backoff: () => 0.05 });
+    try {
+      await sql`select 1`;
+      await server.stop();
+      let down = true;
+      const reserveUntilAnswered = async (): Promise<number> => {
+        for (let tries = 1; ; tries++) {
+          try {
+            const reserved = await sql.reserve();
+            await reserved`select 1`;
+            reserved.release();
+            if (!down) return tries;
+          } catch {
+            // Refused while Postgres is down (or starting up): ask again.
+          }
+          await new Promise((resolve) => setTimeout(resolve, 20));
+        }
+      };
+      // More reservations than connections, so some wait in the queue while others connect.
+      const reservers = Array.from({ length: 5 }, () => reserveUntilAnswered());
+      await server.restart();
+      down = false;
+      const answered = await withinSeconds(15, Promise.all(reservers));
+      assert.notEqual(answered, 'too late', 'every reservation was answered after the restart');
+      // Both connections back in the pool: two reservations at once.
+      const both = await withinSeconds(10, Promise.all([sql.reserve(), sql.reserve()]));
+      assert.notEqual(both, 'too late', 'the pool kept both its connections');
+      if (both !== 'too late') for (const reserved of both) reserved.release();
+    } finally {
+      await sql.end({ timeout: 5 });
+    }
   });
 });
