@@ -4,7 +4,8 @@
  * promise that never settles) would hold its executor slot, and keep its step running and
  * heart-beating, for ever. After the grace the runner stops waiting for it and records the
  * timeout or the cancel; what the handler still does is discarded (it cannot be stopped from
- * outside in the same process).
+ * outside in the same process), and its slot stays taken until it returns, so the resource's
+ * concurrency limit still counts the work it may be doing.
  */
 
 /** The grace the executor gives a handler after its signal aborts. */

@@ -286,16 +286,21 @@ describe('runDispatchedStep', () => {
     const dispatch = await dispatchedStep(deafManifest);
     handlerRuns = 0;
     const { message, settled } = countedMessage(9);
-    const run = runDispatchedStep({ ...runnerDeps(0), abortGraceMs: 300 }, message, dispatch);
+    let runEnded = false;
+    const run = runDispatchedStep({ ...runnerDeps(0), abortGraceMs: 300 }, message, dispatch).then(
+      () => void (runEnded = true),
+    );
     // The old runner waited for the handler for ever: the step stayed running (its heartbeat kept
-    // it from the reconciler) and the executor's slot stayed taken.
-    const ended = await Promise.race([
-      run.then(() => true),
-      new Promise<false>((resolve) => setTimeout(() => resolve(false), 5_000).unref()),
-    ]);
+    // it from the reconciler) and the task never failed.
+    await waitUntil(
+      () => settled.length > 0,
+      'the message settled after the timeout and its grace',
+    );
+    // The run (what holds the executor's slot) lasts as long as the handler does.
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    assert.equal(runEnded, false, 'the slot stays taken while the handler runs on');
     releaseDeaf();
     await run;
-    assert.equal(ended, true, 'the run ends after the timeout and its grace');
     const step = await findStep(handle.db, dispatch.task_id, 1);
     const outcome = step?.outcome;
     assert.equal(outcome?.type, 'failed');
@@ -313,13 +318,9 @@ describe('runDispatchedStep', () => {
     const run = runDispatchedStep(deps, message, dispatch);
     await new Promise((resolve) => setTimeout(resolve, 50));
     assert.equal(deps.running.cancel(dispatch.task_id), 1);
-    const ended = await Promise.race([
-      run.then(() => true),
-      new Promise<false>((resolve) => setTimeout(() => resolve(false), 5_000).unref()),
-    ]);
+    await waitUntil(() => settled.length > 0, 'the message settled after the cancel and its grace');
     releaseDeaf();
     await run;
-    assert.equal(ended, true, 'the run ends after the cancel and its grace');
     const step = await findStep(handle.db, dispatch.task_id, 1);
     assert.deepEqual(
       { settled, outcome: step?.outcome },
@@ -372,3 +373,12 @@ describe('runDispatchedStep', () => {
     );
   });
 });
+
+/** Waits until `condition` holds, failing after 5 s. */
+async function waitUntil(condition: () => boolean, what: string): Promise<void> {
+  const deadline = Date.now() + 5_000;
+  while (!condition()) {
+    if (Date.now() > deadline) assert.fail(`timed out waiting: ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}

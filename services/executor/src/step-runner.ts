@@ -39,7 +39,7 @@ import {
 } from '@sluice/db';
 import { StepResultError, toJson, toStepOutcome, type TaskDefinition } from '@sluice/sdk';
 import type { Logger, Metrics } from '@sluice/telemetry';
-import { ABORT_GRACE_MS, abortGrace } from './abort-grace.js';
+import { ABORT_GRACE_MS, AbortIgnoredError, abortGrace } from './abort-grace.js';
 import { classifyStepError, stepErrorMessage, type AbortReason } from './classify-error.js';
 import { retryWhileDatabaseDown, type DatabaseOutageOptions } from './database-outage.js';
 import { createLlmClient, type LlmClientOptions } from './llm-client.js';
@@ -185,7 +185,7 @@ async function runStep(
     return;
   }
   const { step, task, history } = started;
-  const outcome = await execute(deps, message, ref, { step, task, history }, log);
+  const { outcome, stillRunning } = await execute(deps, message, ref, { step, task, history }, log);
   // With the outcomes of other steps that finish meanwhile, in one statement and one commit (the
   // span covers the wait for that write).
   const recording = await whileDatabaseDown(() =>
@@ -210,6 +210,16 @@ async function runStep(
   }
   if (recorded) wakeScheduler(deps, ref, recording.kind !== 'recorded');
   log.info({ step: step.name, outcome: outcome.type, recording: recording.kind }, 'step finished');
+  if (stillRunning) {
+    // The step is over, but its handler goes on (it ignored its abort): its executor slot stays
+    // taken until it returns, so the resource's concurrency limit still counts what it does.
+    log.warn(
+      { step: step.name },
+      "the step's handler still runs after its abort; its slot stays taken until it returns",
+    );
+    await stillRunning;
+    log.info({ step: step.name }, "the step's abandoned handler returned; its slot is free");
+  }
 }
 
 /**
@@ -333,24 +343,36 @@ async function recordStart(
   return { kind: 'run', step, task, history: await history() };
 }
 
+/** What running a step's handler came to. */
+interface Executed {
+  readonly outcome: StepOutcome;
+  /**
+   * A handler given up on after its abort's grace (abort-grace.ts) that has not returned: settles
+   * (never rejects) when it does.
+   */
+  readonly stillRunning?: Promise<void>;
+}
+
 async function execute(
   deps: StepRunnerDeps,
   message: JsMsg,
   ref: StepDispatchRef,
   { step, task, history }: { step: StepRecord; task: TaskRecord; history: StepHistory },
   log: Logger,
-): Promise<StepOutcome> {
+): Promise<Executed> {
   const definition = deps.registry.find(task.type, task.typeVersion);
   const stepDefinition = definition && deps.registry.step(definition, step.name);
   if (!definition || !stepDefinition) {
     // Retryable: another executor of the resource may know it (in a rolling deployment, tasks pin
     // the version the newest executor registered while older ones still take their steps).
     return {
-      type: 'failed',
-      error: {
-        errorClass: 'unknown',
-        message: `this executor has no definition of ${task.type} v${task.typeVersion} step ${step.name}`,
-        retryable: true,
+      outcome: {
+        type: 'failed',
+        error: {
+          errorClass: 'unknown',
+          message: `this executor has no definition of ${task.type} v${task.typeVersion} step ${step.name}`,
+          retryable: true,
+        },
       },
     };
   }
@@ -377,6 +399,7 @@ async function execute(
       }),
     log,
   });
+  let handlerRun: Promise<unknown> | undefined;
   try {
     const context = buildStepContext({
       task,
@@ -398,23 +421,28 @@ async function execute(
         // A task still queued when this step was claimed was started by it (see `start`).
         if (task.status === 'queued') recordTaskStarted(span, step);
         // A handler that ignores its signal is given up on once the grace after the abort is over.
-        return Promise.race([
-          Promise.resolve(stepDefinition.run({ ...context, span })),
-          grace.expired,
-        ]);
+        handlerRun = Promise.resolve(stepDefinition.run({ ...context, span }));
+        return Promise.race([handlerRun, grace.expired]);
       },
       extractTraceContext(message.headers, ROOT_CONTEXT),
     );
     // The last progress reported is stored before the outcome (and its event) is.
     await progress.close();
-    if (abortReason === 'cancelled') return { type: 'cancelled' };
-    return outcomeOf(result, definition, step, log);
+    if (abortReason === 'cancelled') return { outcome: { type: 'cancelled' } };
+    return { outcome: outcomeOf(result, definition, step, log) };
   } catch (error) {
     await progress.close();
-    if (abortReason === 'cancelled') return { type: 'cancelled' };
+    const stillRunning =
+      error instanceof AbortIgnoredError && handlerRun
+        ? handlerRun.then(
+            () => undefined,
+            () => undefined,
+          )
+        : undefined;
+    if (abortReason === 'cancelled') return { outcome: { type: 'cancelled' }, stillRunning };
     const stepError = classifyStepError(error, abortReason);
     logStepFailure(log, error, stepError);
-    return { type: 'failed', error: stepError };
+    return { outcome: { type: 'failed', error: stepError }, stillRunning };
   } finally {
     clearTimeout(timeout);
     grace.stop();
