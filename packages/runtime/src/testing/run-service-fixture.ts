@@ -5,8 +5,11 @@
 import { runService } from '../run-service.js';
 
 const startMs = Number(process.env['FIXTURE_START_MS'] ?? '0');
-process.stdout.write('starting\n');
 runService('fixture', async () => {
+  // Said from within the start, once runService listens for the signals: said before it (a pipe's
+  // write is synchronous), a signal sent on it could arrive first and kill the process by Node's
+  // default action, as a loaded CI machine once showed (exit by SIGTERM, no clean stop).
+  process.stdout.write('starting\n');
   await new Promise((resolve) => setTimeout(resolve, startMs));
   process.stdout.write('started\n');
   const alive = setInterval(() => undefined, 1_000);
