@@ -92,23 +92,38 @@ export interface MeasureHopsOptions {
   readonly hops?: readonly HopName[];
   /** Told when a hop starts (progress). */
   readonly onHop?: (name: HopName) => void;
+  /**
+   * Stops the timing (Ctrl-C): the hop open then is closed (its database dropped, its stream
+   * deleted) and the measurement rejects with the signal's reason.
+   */
+  readonly signal?: AbortSignal;
 }
 
 export async function measureHops(options: MeasureHopsOptions): Promise<HopFigures[]> {
   const figures: HopFigures[] = [];
+  const { signal } = options;
+  /** A pass, unless the measurement was stopped. */
+  const passOf = (hop: OpenHop) => {
+    signal?.throwIfAborted();
+    return hop.pass();
+  };
   for (const name of options.hops ?? HOP_NAMES) {
+    signal?.throwIfAborted();
     options.onHop?.(name);
     const hop = await OPENERS[name]();
     try {
-      for (let i = 0; i < WARM_UP_PASSES; i += 1) await hop.pass();
+      for (let i = 0; i < WARM_UP_PASSES; i += 1) await passOf(hop);
       const idle: number[] = [];
       for (let i = 0; i < options.count; i += 1) {
-        await sleep(options.idleGapMs);
-        idle.push(await hop.pass());
+        await sleep(options.idleGapMs, undefined, { signal });
+        idle.push(await passOf(hop));
       }
       const busy: number[] = [];
-      for (let i = 0; i < options.count; i += 1) busy.push(await hop.pass());
-      const cpu = await cpuPerPass(hop, options.count * CPU_PASSES_PER_TIMED_PASS);
+      for (let i = 0; i < options.count; i += 1) busy.push(await passOf(hop));
+      const cpu = await cpuPerPass(
+        { ...hop, pass: () => passOf(hop) },
+        options.count * CPU_PASSES_PER_TIMED_PASS,
+      );
       figures.push({ name, idle: summaryOf(name, idle), busy: summaryOf(name, busy), cpu });
     } finally {
       await hop.close();
