@@ -21,6 +21,11 @@ export interface StartNatsServerOptions {
    * which the test runner shows beside the failure.
    */
   onUnexpectedExit?: (report: string) => void;
+  /**
+   * A configuration file the server reads (`-c`), e.g. for users and their permissions; the
+   * options above override what it says. {@link NatsServer.reload} makes the server read it again.
+   */
+  configFile?: string;
 }
 
 /** A private `nats-server -js` owned by one test. */
@@ -48,6 +53,11 @@ export interface NatsServer extends AsyncDisposable {
   thaw(): void;
   /** Stops the server if it runs, then starts it again on the same port and store. */
   restart(): Promise<void>;
+  /**
+   * Makes the running server read its configuration file again (SIGHUP), as an operator's
+   * `nats-server --signal reload` does; it applies the change without waiting for anything.
+   */
+  reload(): void;
 }
 
 /** Debian installs nats-server to /usr/sbin, which is not on every PATH. */
@@ -99,6 +109,7 @@ class PrivateNatsServer implements NatsServer {
   /** Holds the ports file (how we learn the ports the server picked) and the log. */
   readonly #runDir: string;
   readonly #startTimeoutMs: number;
+  readonly #configFile: string | undefined;
   #port: number | undefined;
   #monitorPort: number | undefined;
   #child: ChildProcess | undefined;
@@ -113,6 +124,7 @@ class PrivateNatsServer implements NatsServer {
     this.storeDir = options.storeDir ?? path.join(runDir, 'store');
     this.#port = options.port;
     this.#startTimeoutMs = options.startTimeoutMs ?? 20_000;
+    this.#configFile = options.configFile;
     this.#onUnexpectedExit =
       options.onUnexpectedExit ?? ((report) => process.stderr.write(`${report}\n`));
   }
@@ -143,6 +155,7 @@ class PrivateNatsServer implements NatsServer {
   async start(): Promise<void> {
     if (this.#child) throw new Error('the server is already running');
     const args = [
+      ...(this.#configFile === undefined ? [] : ['-c', this.#configFile]),
       '-js',
       '-a',
       '127.0.0.1',
@@ -248,6 +261,11 @@ class PrivateNatsServer implements NatsServer {
     const escalate = setTimeout(() => child.kill('SIGKILL'), STOP_GRACE_MS);
     await this.kill('SIGTERM');
     clearTimeout(escalate);
+  }
+
+  reload(): void {
+    if (!this.#child) throw new Error('the server is not running');
+    this.#child.kill('SIGHUP');
   }
 
   async restart(): Promise<void> {

@@ -29,6 +29,14 @@ export interface EventHub {
 /** How long the subscription outlives the last watch, by default. */
 export const DEFAULT_EVENT_HUB_LINGER_MS = 30_000;
 
+/**
+ * When the hub subscribes again after the server ended its subscription, the first time; each
+ * further ending in a row doubles the wait, up to {@link RESUBSCRIBE_MAX_MS}. A new watch
+ * subscribes at once.
+ */
+export const RESUBSCRIBE_FIRST_MS = 500;
+export const RESUBSCRIBE_MAX_MS = 30_000;
+
 export function startEventHub(
   nc: NatsConnection,
   catalog: BusCatalog,
@@ -40,6 +48,10 @@ export function startEventHub(
   /** Settles once the server has processed the subscription (a flush after the SUB). */
   let live: Promise<void> = Promise.resolve();
   let lingering: ReturnType<typeof setTimeout> | undefined;
+  /** The next attempt to subscribe again after the server ended the subscription. */
+  let retrying: ReturnType<typeof setTimeout> | undefined;
+  /** Subscriptions the server ended since the last one it kept, for the retry's backoff. */
+  let failures = 0;
 
   const deliver = (subject: string, data: Uint8Array) => {
     // The subject ends with the task id (`<prefix>.events.<tenant>.<task>`).
@@ -60,16 +72,49 @@ export function startEventHub(
       clearTimeout(lingering);
       lingering = undefined;
     }
+    if (retrying !== undefined) {
+      clearTimeout(retrying);
+      retrying = undefined;
+    }
     if (subscription) return;
-    subscription = nc.subscribe(catalog.subjects.eventsAll, {
+    const sub = nc.subscribe(catalog.subjects.eventsAll, {
       callback: (error, message) => {
         if (error) return log.warn({ err: error }, 'event subscription failed');
         deliver(message.subject, message.data);
       },
     });
-    live = nc.flush().catch((error: unknown) => {
-      log.warn({ err: error }, 'could not confirm the event subscription; watchers re-check');
+    subscription = sub;
+    // The server may end the subscription (a permission it no longer grants, after a reload of its
+    // configuration); nats.js then closes it for good. Kept, it would look live while no notice
+    // came, and every watch — this one and all later — would wait for its re-check on each event.
+    void sub.closed.then((error) => {
+      if (subscription !== sub) return; // Unsubscribed here, or replaced already.
+      subscription = undefined;
+      if (listeners.size === 0 || nc.isClosed() || nc.isDraining()) return;
+      const delayMs = Math.min(RESUBSCRIBE_MAX_MS, RESUBSCRIBE_FIRST_MS * 2 ** failures);
+      failures += 1;
+      log.warn({ err: error, retry_in_ms: delayMs }, 'event subscription ended; subscribing again');
+      retrying = setTimeout(() => {
+        retrying = undefined;
+        if (listeners.size === 0 || nc.isClosed() || nc.isDraining()) return;
+        try {
+          subscribe();
+        } catch (subscribeError) {
+          // Thrown here, it would end the gateway; its watches re-check meanwhile.
+          log.warn({ err: subscribeError }, 'could not subscribe to the event notices again');
+        }
+      }, delayMs);
+      retrying.unref();
     });
+    live = nc.flush().then(
+      () => {
+        // The server answers a refused SUB before this flush's PONG.
+        if (!sub.isClosed()) failures = 0;
+      },
+      (error: unknown) => {
+        log.warn({ err: error }, 'could not confirm the event subscription; watchers re-check');
+      },
+    );
   };
 
   const unsubscribeLater = () => {
@@ -99,6 +144,8 @@ export function startEventHub(
     close() {
       if (lingering !== undefined) clearTimeout(lingering);
       lingering = undefined;
+      if (retrying !== undefined) clearTimeout(retrying);
+      retrying = undefined;
       subscription?.unsubscribe();
       subscription = undefined;
     },
