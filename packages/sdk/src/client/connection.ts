@@ -16,10 +16,32 @@ export interface ClientOptions {
   readonly credentials?: grpc.ChannelCredentials;
   /** Deadline of each unary call in milliseconds (default {@link DEFAULT_CALL_TIMEOUT_MS}). */
   readonly timeoutMs?: number;
+  /**
+   * How long a connection with a call open (a watch waiting for the next event) may stay silent
+   * before the client pings the gateway, in milliseconds (default
+   * {@link DEFAULT_KEEPALIVE_TIME_MS}). A server that limits pings (gRPC C-core and Go servers,
+   * and proxies built on them, allow one in 5 minutes by default and close the connection with
+   * `too_many_pings` otherwise) needs this at least as long as its limit; the gateway sets none.
+   */
+  readonly keepaliveTimeMs?: number;
+  /**
+   * How long a ping may go unanswered before the connection is taken for dead and its calls fail
+   * with `UNAVAILABLE`, in milliseconds (default {@link DEFAULT_KEEPALIVE_TIMEOUT_MS}).
+   */
+  readonly keepaliveTimeoutMs?: number;
 }
 
 /** Deadline of a unary call when the caller sets none. */
 export const DEFAULT_CALL_TIMEOUT_MS = 30_000;
+
+/**
+ * Keepalive of a connection while a call is open, when the caller sets none. A watch has no
+ * deadline: without pings, one whose connection died silently (the gateway's host gone, a NAT or
+ * proxy that dropped the connection's state) waited for its next event for good. The gateway
+ * pings too (every 60 s), but a client never hears of a gateway that can no longer reach it.
+ */
+export const DEFAULT_KEEPALIVE_TIME_MS = 60_000;
+export const DEFAULT_KEEPALIVE_TIMEOUT_MS = 20_000;
 
 type UnaryMethod = (
   request: unknown,
@@ -74,6 +96,12 @@ export function connect(protoFile: string, name: string, options: ClientOptions)
   const stub = new Service(
     options.address,
     options.credentials ?? grpc.credentials.createInsecure(),
+    {
+      // Pings only while a call is open (grpc.keepalive_permit_without_calls unset): an idle
+      // client sends nothing.
+      'grpc.keepalive_time_ms': options.keepaliveTimeMs ?? DEFAULT_KEEPALIVE_TIME_MS,
+      'grpc.keepalive_timeout_ms': options.keepaliveTimeoutMs ?? DEFAULT_KEEPALIVE_TIMEOUT_MS,
+    },
   ) as ServiceStub;
   const timeoutMs = options.timeoutMs ?? DEFAULT_CALL_TIMEOUT_MS;
   const metadata = () => {

@@ -25,7 +25,12 @@ export type {
   OverrideParams,
   PressureDecision,
 } from './admin-client.js';
-export { DEFAULT_CALL_TIMEOUT_MS, isServiceError } from './connection.js';
+export {
+  DEFAULT_CALL_TIMEOUT_MS,
+  DEFAULT_KEEPALIVE_TIME_MS,
+  DEFAULT_KEEPALIVE_TIMEOUT_MS,
+  isServiceError,
+} from './connection.js';
 export type { ClientOptions } from './connection.js';
 export { createTaskClient } from './task-client.js';
 export type {

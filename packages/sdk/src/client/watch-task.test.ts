@@ -1,8 +1,10 @@
 /**
  * `watchTask` against a stand-in TaskService on a real gRPC server: how a watch ends when its
- * caller aborts it or closes the client while events are still coming.
+ * caller aborts it or closes the client while events are still coming, or when its connection
+ * dies without a word.
  */
 import assert from 'node:assert/strict';
+import net from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import * as grpc from '@grpc/grpc-js';
 import * as protoLoader from '@grpc/proto-loader';
@@ -135,4 +137,73 @@ describe('watchTask', () => {
       client.close();
     }
   });
+
+  it('fails UNAVAILABLE once its connection stops answering, instead of waiting for good', async () => {
+    // A task still running, between events: the gateway writes nothing for a while.
+    onWatch = (call) => {
+      call.write(response(1));
+    };
+    const relay = await startRelay(address);
+    const client = createTaskClient({
+      address: relay.address,
+      apiKey: 'sk_test',
+      keepaliveTimeMs: 500,
+      keepaliveTimeoutMs: 500,
+    });
+    try {
+      const watched = (async () => {
+        for await (const event of client.watchTask(TASK_ID)) {
+          // The path to the gateway dies silently: no FIN, no RST, nothing more comes through
+          // (a NAT or proxy that lost the connection's state, a host that lost power).
+          if (event.seq === '1') relay.blackhole();
+        }
+      })();
+      const outcome = await Promise.race([
+        watched.then(
+          () => 'ended',
+          (error: unknown) => `failed: ${(error as grpc.ServiceError).code}`,
+        ),
+        new Promise((resolve) => setTimeout(() => resolve('still waiting after 10 s'), 10_000)),
+      ]);
+      assert.equal(outcome, `failed: ${grpc.status.UNAVAILABLE}`);
+    } finally {
+      client.close();
+      relay.close();
+    }
+  });
 });
+
+/**
+ * A TCP relay to `target` whose {@link blackhole} stops it passing anything either way while
+ * keeping both connections open, as a path that dies silently does.
+ */
+async function startRelay(target: string) {
+  const [host = '', port = ''] = target.split(':');
+  const sockets = new Set<net.Socket>();
+  let silent = false;
+  const server = net.createServer((inbound) => {
+    const outbound = net.connect(Number(port), host);
+    sockets.add(inbound).add(outbound);
+    const pass = (from: net.Socket, to: net.Socket) => {
+      from.on('data', (chunk) => {
+        if (!silent) to.write(chunk);
+      });
+      from.on('error', () => to.destroy());
+      from.on('close', () => to.destroy());
+    };
+    pass(inbound, outbound);
+    pass(outbound, inbound);
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port: relayPort } = server.address() as net.AddressInfo;
+  return {
+    address: `127.0.0.1:${relayPort}`,
+    blackhole: () => {
+      silent = true;
+    },
+    close: () => {
+      for (const socket of sockets) socket.destroy();
+      server.close();
+    },
+  };
+}
