@@ -20,7 +20,8 @@ export interface EventHub {
   /**
    * Listens for the task's events until the returned function is called. Resolves once the NATS
    * server has the subscription, so that every event published afterwards is noticed; if NATS
-   * cannot confirm it, resolves anyway (watchers re-check on a timer too).
+   * cannot confirm it, or not within {@link LISTEN_CONFIRM_MS}, resolves anyway (watchers
+   * re-check on a timer too).
    */
   listen(taskId: string, listener: EventListener): Promise<() => void>;
   close(): void;
@@ -28,6 +29,14 @@ export interface EventHub {
 
 /** How long the subscription outlives the last watch, by default. */
 export const DEFAULT_EVENT_HUB_LINGER_MS = 30_000;
+
+/**
+ * Longest a watch waits for the NATS server to confirm the subscription. A server that does not
+ * answer (frozen, or cut off while its connection looks open) is noticed by nats.js only after
+ * its pings go unanswered, minutes later, and until then the watch would not even replay the
+ * task's history from Postgres.
+ */
+export const LISTEN_CONFIRM_MS = 1_000;
 
 /**
  * When the hub subscribes again after the server ended its subscription, the first time; each
@@ -134,7 +143,7 @@ export function startEventHub(
       let set = listeners.get(taskId);
       if (!set) listeners.set(taskId, (set = new Set()));
       set.add(listener);
-      await live;
+      await confirmedOrLate(live);
       return () => {
         set.delete(listener);
         if (set.size === 0 && listeners.get(taskId) === set) listeners.delete(taskId);
@@ -150,4 +159,15 @@ export function startEventHub(
       subscription = undefined;
     },
   };
+}
+
+/** Settles when `confirmation` does (it never rejects), or after {@link LISTEN_CONFIRM_MS}. */
+function confirmedOrLate(confirmation: Promise<void>): Promise<void> {
+  return new Promise<void>((resolve) => {
+    const late = setTimeout(resolve, LISTEN_CONFIRM_MS);
+    void confirmation.then(() => {
+      clearTimeout(late);
+      resolve();
+    });
+  });
 }
