@@ -422,8 +422,10 @@ async function streamEvents(
       if (pending) {
         pending = false;
         const events = await listTaskEvents(deps.db, taskId, lastSent, WATCH_READ_EVENTS);
-        // A full read may have left events behind: read on at once, not at the next notice.
-        pending = events.length === WATCH_READ_EVENTS;
+        // A full read may have left events behind: read on at once, not at the next notice. A
+        // notice that came during the read (pending set again) may be of an event committed after
+        // its snapshot: kept, it makes the next read at once too, not at the re-check.
+        if (events.length === WATCH_READ_EVENTS) pending = true;
         for (const event of events) {
           await write(call, { event: eventToApi(event) }, signal);
           lastSent = event.seq;

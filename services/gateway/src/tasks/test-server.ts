@@ -14,6 +14,7 @@ import {
   migrateDatabase,
   openDatabase,
   registerTaskType,
+  type Database,
   type DatabaseHandle,
   type TaskTypeManifest,
 } from '@sluice/db';
@@ -46,6 +47,10 @@ export interface TestServerOptions {
   readonly hub?: (hub: EventHub) => EventHub;
   /** Told of every finished call. */
   readonly onCallFinished?: (call: FinishedCall) => void;
+  /** Wraps the database the service reads and writes (e.g. to hold a read); none by default. */
+  readonly db?: (db: Database) => Database;
+  /** The watches' re-check interval; 1 s by default. */
+  readonly watchRecheckMs?: number;
 }
 
 /** A started task service and what its tests reach it through. */
@@ -96,7 +101,7 @@ export async function startTestServer(options: TestServerOptions): Promise<TestS
     host: '127.0.0.1',
     ...(options.onCallFinished ? { onCallFinished: options.onCallFinished } : {}),
     taskService: createTaskService({
-      db: handle.db,
+      db: options.db ? options.db(handle.db) : handle.db,
       nc,
       catalog,
       hub: options.hub ? options.hub(hub) : hub,
@@ -104,7 +109,7 @@ export async function startTestServer(options: TestServerOptions): Promise<TestS
       metrics: createMetrics(),
       tracer: tracing.tracer('@sluice/gateway'),
       maxInputBytes: 65_536,
-      watchRecheckMs: 1_000,
+      watchRecheckMs: options.watchRecheckMs ?? 1_000,
     }),
   });
   const port = await server.start();
