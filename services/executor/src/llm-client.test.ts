@@ -180,6 +180,51 @@ describe('LLM client: answers it cannot use', () => {
     });
   }
 
+  // A 200 that brings no completion is a failed call: counted as a success, it raised the
+  // adaptive limit (a sample 'ok') while every call failed, and the governor saw no failure.
+  for (const [what, body] of [
+    ['a body that is not JSON', '<html>maintenance</html>'],
+    ['JSON that is not an object', '[1, 2]'],
+    ['an object without choices[0].message.content', '{"choices":[]}'],
+    ['an answer over the size limit', 'x'.repeat(MAX_LLM_ANSWER_BYTES + 1)],
+  ] as const) {
+    it(`${what} with status 200 counts as a failed call, not a success`, async () => {
+      await using endpoint = await startRawEndpoint((res) => {
+        res.writeHead(200, { 'content-type': 'application/json' }).end(body);
+      });
+      const tokensPerMinute = 2 * DEFAULT_COMPLETION_TOKENS;
+      // At a limit of 1, one success at full use raises it to 2.
+      const gate = createLlmGate({ ...GATE, initialConcurrency: 1, tokensPerMinute });
+      const client = createLlmClient(
+        { baseUrl: endpoint.baseUrl, apiKey: KEY, model: 'gpt-test' },
+        AbortSignal.timeout(10_000),
+        gate,
+      );
+      await assert.rejects(
+        client.chat({ messages: MESSAGES }),
+        /^Error: the LLM endpoint answered/,
+      );
+      assert.deepEqual(
+        { ...gate.snapshot(), latencyP95Ms: undefined },
+        {
+          limit: 1,
+          inFlight: 0,
+          waiting: 0,
+          calls: 1,
+          rateLimited: 0,
+          succeeded: 0,
+          failed: 1,
+          latencyP95Ms: undefined,
+        },
+      );
+      // The provider answered, so it counted the call: its charge stays (nothing says what it used).
+      const next = gate.acquire({ estimatedTokens: tokensPerMinute - 100 });
+      assert.equal(gate.snapshot().waiting, 1);
+      gate.close();
+      await assert.rejects(next, /closed/);
+    });
+  }
+
   it("a refused call says why, in the provider's words", async () => {
     const reason = "This model's maximum context length is 8192 tokens.";
     await using endpoint = await startRawEndpoint((res) => {

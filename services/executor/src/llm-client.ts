@@ -96,8 +96,10 @@ export function createLlmClient(
               ...(request.maxTokens === undefined ? {} : { max_tokens: request.maxTokens }),
             }),
           });
+          // Not `ok` yet: a 2xx whose body is no completion (not JSON, no content, too large)
+          // is a failed call for the gate, not a success that would raise its limit.
           result = {
-            ok: response.ok,
+            ok: false,
             status: response.status,
             headers: response.headers,
             latencyMs: performance.now() - started,
@@ -114,6 +116,7 @@ export function createLlmClient(
           recordChatCompletion(span, completion, typeof body.id === 'string' ? body.id : undefined);
           result = {
             ...result,
+            ok: true,
             latencyMs: performance.now() - started,
             ...(completion.usage === undefined
               ? {}

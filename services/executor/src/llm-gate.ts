@@ -86,7 +86,10 @@ export interface HeaderSource {
 
 /** How a call that held a permit ended. */
 export interface LlmCallResult {
-  /** The provider answered 2xx. */
+  /**
+   * The call succeeded: a 2xx answer that held a completion. A 2xx whose body was unusable is not
+   * ok (a failed call, with its `status`).
+   */
   readonly ok: boolean;
   /** The HTTP status, absent when no answer came (network error, abort). */
   readonly status?: number;
@@ -216,9 +219,10 @@ export function createLlmGate(options: LlmGateOptions): LlmGate {
       config,
     );
     // Charged up front: a call the provider never counted gives its tokens back, the others are
-    // corrected to what they used (a 429 costs nothing; an unanswered call, what we charged).
-    const usedTokens =
-      result.usageTokens ?? (result.status !== undefined && !result.ok ? 0 : undefined);
+    // corrected to what they used (a refusal, 429 or other, costs nothing; an unanswered call or
+    // a 2xx whose body was unusable, what we charged).
+    const refused = result.status !== undefined && (result.status < 200 || result.status > 299);
+    const usedTokens = result.usageTokens ?? (refused ? 0 : undefined);
     if (usedTokens !== undefined) budget = correctLlmBudget(budget, tokens, usedTokens);
     if (result.headers) budget = applyRateLimitHeaders(budget, readHeaders(result.headers), nowMs);
   };
