@@ -13,6 +13,20 @@ import {
 export type AbortReason = 'cancelled' | 'timeout';
 
 /**
+ * What a step's signal aborts with: says why in `abortReason`, so what is given the signal (the
+ * LLM client) tells a timeout from a cancel by type. Named as the platform names its aborts
+ * (`AbortSignal.timeout()` aborts with a `TimeoutError`, `abort()` with an `AbortError`).
+ */
+export class StepAbortError extends Error {
+  override readonly name: 'TimeoutError' | 'AbortError';
+
+  constructor(readonly abortReason: AbortReason) {
+    super(abortReason === 'timeout' ? 'step timed out' : 'task cancelled');
+    this.name = abortReason === 'timeout' ? 'TimeoutError' : 'AbortError';
+  }
+}
+
+/**
  * Classifies `error`. `aborted` says whether (and why) the step's signal fired: an error thrown
  * after a cancel is a cancellation, after the timeout a timeout, whatever its own type.
  *

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { describe, it } from 'node:test';
+import { describe, it, mock } from 'node:test';
 import { HttpStatusError } from '@sluice/sdk';
 import { startFakeLlmServer } from '../../../test/support/fake-llm-server.js';
 import {
@@ -10,6 +10,7 @@ import {
   createLlmClient,
   estimateTokens,
 } from './llm-client.js';
+import { StepAbortError, type AbortReason } from './classify-error.js';
 import { createLlmGate, type LlmGateOptions } from './llm-gate.js';
 
 const KEY = 'sk-client';
@@ -64,6 +65,7 @@ describe('LLM client', () => {
         rateLimited: 1,
         succeeded: 1,
         failed: 1,
+        cancelled: 0,
         latencyP95Ms: undefined,
       },
     );
@@ -214,6 +216,7 @@ describe('LLM client: answers it cannot use', () => {
           rateLimited: 0,
           succeeded: 0,
           failed: 1,
+          cancelled: 0,
           latencyP95Ms: undefined,
         },
       );
@@ -260,3 +263,76 @@ describe('LLM client: answers it cannot use', () => {
     });
   });
 });
+
+describe("LLM client: a call cut by its step's abort", () => {
+  // The step's timeout is a drop for the adaptive limit (the provider may be overloaded); a cancel
+  // says nothing about the provider. The client never told them apart: a call cut before its
+  // answer counted as a plain failure, one cut while its body came as a success.
+  for (const phase of ['before the answer', 'while the body comes'] as const) {
+    for (const [why, expected] of [
+      ['timeout', { limit: 1, failed: 1, cancelled: 0 }],
+      ['cancelled', { limit: 4, failed: 0, cancelled: 1 }],
+    ] as Array<[AbortReason, { limit: number; failed: number; cancelled: number }]>) {
+      it(`${phase}: a ${why} is ${why === 'timeout' ? 'a drop' : 'neither a success nor a drop'}`, async () => {
+        let requests = 0;
+        await using endpoint = await startRawEndpoint((res) => {
+          requests += 1;
+          if (phase === 'while the body comes') {
+            res.writeHead(200, { 'content-type': 'application/json' });
+            res.write('{"choices":[{"message":{"content":"');
+          }
+        });
+        // Whether the client has the answer's headers (fetch resolved).
+        let answered = false;
+        const realFetch = globalThis.fetch;
+        const fetching = mock.method(
+          globalThis,
+          'fetch',
+          async (...args: Parameters<typeof fetch>) => {
+            const response = await realFetch(...args);
+            answered = true;
+            return response;
+          },
+        );
+        try {
+          const gate = createLlmGate(GATE); // a limit of 4
+          const controller = new AbortController();
+          const client = createLlmClient(
+            { baseUrl: endpoint.baseUrl, apiKey: KEY, model: 'gpt-test' },
+            controller.signal,
+            gate,
+          );
+          const call = client.chat({ messages: MESSAGES });
+          call.catch(() => {});
+          await waitUntil(() => (phase === 'before the answer' ? requests === 1 : answered));
+          const reason = new StepAbortError(why);
+          controller.abort(reason);
+          await assert.rejects(call, (error) => error === reason);
+          const snapshot = gate.snapshot();
+          assert.deepEqual(
+            {
+              limit: snapshot.limit,
+              inFlight: snapshot.inFlight,
+              succeeded: snapshot.succeeded,
+              failed: snapshot.failed,
+              cancelled: snapshot.cancelled,
+            },
+            { ...expected, inFlight: 0, succeeded: 0 },
+          );
+          gate.close();
+        } finally {
+          fetching.mock.restore();
+        }
+      });
+    }
+  }
+});
+
+/** Waits until `condition` holds, failing after 5 s. */
+async function waitUntil(condition: () => boolean): Promise<void> {
+  const deadline = Date.now() + 5_000;
+  while (!condition()) {
+    if (Date.now() > deadline) assert.fail('timed out waiting');
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+}

@@ -12,6 +12,7 @@ import {
   type LlmClient,
 } from '@sluice/sdk';
 import { readCappedBody } from './capped-body.js';
+import { StepAbortError, type AbortReason } from './classify-error.js';
 import type { LlmCallResult, LlmGate } from './llm-gate.js';
 import { EVENT_LLM_PERMIT, recordChatCompletion, withChatSpan } from './llm-span.js';
 
@@ -82,6 +83,8 @@ export function createLlmClient(
         const started = performance.now();
         // Unanswered unless an answer arrives; given back however the call ends.
         let result: LlmCallResult = { ok: false, latencyMs: 0 };
+        // The provider's answer came whole (a refusal's status, or a 2xx's body).
+        let answered = false;
         try {
           const response = await fetch(url, {
             method: 'POST',
@@ -104,8 +107,12 @@ export function createLlmClient(
             headers: response.headers,
             latencyMs: performance.now() - started,
           };
-          if (!response.ok) throw await refusalOf(response, options.apiKey);
+          if (!response.ok) {
+            answered = true;
+            throw await refusalOf(response, options.apiKey);
+          }
           const answer = await readCappedBody(response, MAX_LLM_ANSWER_BYTES);
+          answered = true;
           if (answer.truncated) {
             throw new Error(
               `the LLM endpoint answered with more than ${MAX_LLM_ANSWER_BYTES} bytes: not a completion`,
@@ -123,6 +130,16 @@ export function createLlmClient(
               : { usageTokens: completion.usage.promptTokens + completion.usage.completionTokens }),
           };
           return completion;
+        } catch (error) {
+          // Cut by the step's abort before the answer was whole: the gate takes a timeout as a
+          // drop (the provider may be overloaded), a cancel as neither success nor failure.
+          if (!answered && signal.aborted) {
+            result =
+              abortReasonOf(signal) === 'timeout'
+                ? { ...result, timedOut: true }
+                : { ...result, cancelled: true };
+          }
+          throw error;
         } finally {
           permit?.release(
             result.status === undefined
@@ -133,6 +150,16 @@ export function createLlmClient(
       });
     },
   };
+}
+
+/**
+ * Why `signal` aborted, by the type of its reason: the step's {@link StepAbortError} says; another
+ * `TimeoutError` (`AbortSignal.timeout()`) is a timeout too; anything else is a cancel.
+ */
+function abortReasonOf(signal: AbortSignal): AbortReason {
+  const reason: unknown = signal.reason;
+  if (reason instanceof StepAbortError) return reason.abortReason;
+  return reason instanceof Error && reason.name === 'TimeoutError' ? 'timeout' : 'cancelled';
 }
 
 /** Bytes of a refusal's body read for its reason; the rest is not downloaded. */

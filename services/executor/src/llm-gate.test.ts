@@ -161,6 +161,7 @@ describe('LLM gate (fake time)', () => {
         rateLimited: 2,
         succeeded: 7,
         failed: 2,
+        cancelled: 0,
         latencyP95Ms: undefined,
       },
     );

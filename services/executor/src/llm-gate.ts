@@ -5,8 +5,9 @@
  *
  * A call passes when both hold:
  * - a concurrency permit is free under an AIMD limit (core `observeAdaptiveLimit`). Loss-based
- *   only: a 429 (or a 503/529 overload) is a drop; LLM latency grows with output length, so it is
- *   measured for reporting but never read as congestion.
+ *   only: a 429 (or a 503/529 overload) or a call cut by its step's timeout is a drop, a failed or
+ *   cancelled call none; LLM latency grows with output length, so it is measured for reporting but
+ *   never read as congestion.
  * - the request and token buckets (core `takeLlmBudget`) cover the call's estimated cost, when
  *   requests or tokens per minute are configured; the provider's `x-ratelimit-*` and
  *   `retry-after` headers correct them either way, so after a 429 with `retry-after` no call
@@ -98,8 +99,13 @@ export interface LlmCallResult {
   readonly usageTokens?: number;
   /** The answer's headers: `x-ratelimit-*`, `retry-after(-ms)`. */
   readonly headers?: HeaderSource;
-  /** The call timed out on its own deadline (a drop, like a 429). */
+  /** The call was cut by a timeout (its step's) before its answer was whole: a drop, like a 429. */
   readonly timedOut?: boolean;
+  /**
+   * The call was cut by a cancel (of its step) before its answer was whole: says nothing about
+   * the provider, so neither a success nor a failure nor a drop; counted in `cancelled`.
+   */
+  readonly cancelled?: boolean;
 }
 
 /** A call's right to run; give it back exactly once (further calls are ignored). */
@@ -109,7 +115,8 @@ export interface LlmPermit {
 
 /**
  * Cumulative counters and current gauges, for the governor. Finished calls are counted once, in
- * exactly one of `succeeded`, `rateLimited` (429/503/529) and `failed`.
+ * exactly one of `succeeded`, `rateLimited` (429/503/529), `failed` (timeouts included) and
+ * `cancelled`.
  */
 export interface LlmGateSnapshot {
   /** Calls allowed at once now. */
@@ -121,6 +128,7 @@ export interface LlmGateSnapshot {
   readonly rateLimited: number;
   readonly succeeded: number;
   readonly failed: number;
+  readonly cancelled: number;
   /** p95 latency of the last {@link LATENCY_WINDOW} answered calls; null before any. */
   readonly latencyP95Ms: number | null;
 }
@@ -177,6 +185,7 @@ export function createLlmGate(options: LlmGateOptions): LlmGate {
   let rateLimited = 0;
   let succeeded = 0;
   let failed = 0;
+  let cancelled = 0;
   let closed = false;
   let timer: { handle: ReturnType<typeof setTimeout>; atMs: number } | undefined;
 
@@ -201,6 +210,7 @@ export function createLlmGate(options: LlmGateOptions): LlmGate {
     const pushback = result.status !== undefined && PUSHBACK_STATUSES.has(result.status);
     if (result.ok) succeeded += 1;
     else if (pushback) rateLimited += 1;
+    else if (result.cancelled === true) cancelled += 1;
     else failed += 1;
     if (result.status !== undefined && Number.isFinite(result.latencyMs)) {
       latencies.push(result.latencyMs);
@@ -212,7 +222,7 @@ export function createLlmGate(options: LlmGateOptions): LlmGate {
         ? 'rate_limited'
         : result.timedOut === true
           ? 'timeout'
-          : 'error';
+          : 'error'; // a cancel included: it says nothing about load
     limit = observeAdaptiveLimit(
       limit,
       { atMs: nowMs, outcome, latencyMs: result.latencyMs, inFlight: startedInFlight },
@@ -303,6 +313,7 @@ export function createLlmGate(options: LlmGateOptions): LlmGate {
         rateLimited,
         succeeded,
         failed,
+        cancelled,
         latencyP95Ms: percentile(latencies, 0.95),
       };
     },

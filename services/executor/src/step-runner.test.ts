@@ -3,6 +3,8 @@
  * is done to them: what a Postgres outage during a step's outcome write does to the step.
  */
 import assert from 'node:assert/strict';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import type { JsMsg } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
@@ -20,6 +22,7 @@ import {
 import { createQueuedTasks, openTaskTypeDatabase, type TaskTypeDatabase } from '@sluice/db/testing';
 import { complete, defineTask } from '@sluice/sdk';
 import { createLogger, createMetrics, type Logger } from '@sluice/telemetry';
+import { createLlmGate } from './llm-gate.js';
 import { RunningSteps, runDispatchedStep, type StepRunnerDeps } from './step-runner.js';
 import { createTaskRegistry, manifestOf } from './task-registry.js';
 
@@ -104,6 +107,22 @@ const deaf = defineTask({
 });
 const deafManifest = manifestOf(deaf);
 
+/** A step that calls the LLM (an endpoint that never answers, in its tests) until its timeout. */
+const calling = defineTask({
+  name: 'runner-calls-llm',
+  version: 1,
+  input: z.object({}),
+  firstStep: 'only',
+  steps: { only: { resource: 'llm', timeoutMs: 1_000, maxAttempts: 1 } },
+  handlers: {
+    async only(ctx) {
+      await ctx.llm.chat({ messages: [{ role: 'user', content: 'never answered' }] });
+      return complete({ answered: true });
+    },
+  },
+});
+const callingManifest = manifestOf(calling);
+
 let fixture: TaskTypeDatabase;
 let handle: DatabaseHandle;
 
@@ -153,7 +172,7 @@ function runnerDeps(failOutcomeWrites: number, log = silentLog()): StepRunnerDep
     db: handle.db,
     nc,
     catalog: createBusCatalog('runner'),
-    registry: createTaskRegistry([definition, throwing, deaf, returning]),
+    registry: createTaskRegistry([definition, throwing, deaf, returning, calling]),
     llm: { baseUrl: 'http://127.0.0.1:9/v1', apiKey: undefined, model: 'none' },
     log,
     metrics: createMetrics(),
@@ -327,6 +346,58 @@ describe('runDispatchedStep', () => {
       { settled: ['ack'], outcome: { type: 'cancelled' } },
     );
   });
+
+  // The step's abort reaches its LLM call typed: the gate takes a timeout as a drop and lowers its
+  // limit, and a cancel as neither a success nor a failure. Before, the runner aborted with a bare
+  // Error and both counted as a plain failure, the limit unmoved by a timeout.
+  for (const why of ['timeout', 'cancel'] as const) {
+    it(`an LLM call cut by the step's ${why} is a ${why === 'timeout' ? 'drop' : 'cancel'} for the LLM gate`, async () => {
+      let requests = 0;
+      const endpoint = createServer(() => void (requests += 1)); // never answers
+      await new Promise<void>((resolve) => endpoint.listen(0, '127.0.0.1', resolve));
+      const gate = createLlmGate({
+        minConcurrency: 1,
+        maxConcurrency: 8,
+        initialConcurrency: 4,
+        backoffRatio: 0.5,
+      });
+      try {
+        const dispatch = await dispatchedStep(callingManifest);
+        const port = (endpoint.address() as AddressInfo).port;
+        const deps: StepRunnerDeps = {
+          ...runnerDeps(0),
+          llm: { baseUrl: `http://127.0.0.1:${port}/v1`, apiKey: undefined, model: 'none' },
+          llmGate: gate,
+        };
+        const { message, settled } = countedMessage(13);
+        const run = runDispatchedStep(deps, message, dispatch);
+        if (why === 'cancel') {
+          await waitUntil(() => requests === 1, 'the LLM call went out');
+          assert.equal(deps.running.cancel(dispatch.task_id), 1);
+        }
+        await run;
+        const step = await findStep(handle.db, dispatch.task_id, 1);
+        const snapshot = gate.snapshot();
+        assert.deepEqual(
+          {
+            settled,
+            outcome: step?.outcome?.type,
+            limit: snapshot.limit,
+            failed: snapshot.failed,
+            cancelled: snapshot.cancelled,
+          },
+          why === 'timeout'
+            ? // One call in flight when it started: the limit comes down from 1, to its minimum.
+              { settled: ['ack'], outcome: 'failed', limit: 1, failed: 1, cancelled: 0 }
+            : { settled: ['ack'], outcome: 'cancelled', limit: 4, failed: 0, cancelled: 1 },
+        );
+      } finally {
+        gate.close();
+        endpoint.closeAllConnections();
+        await new Promise<void>((resolve) => endpoint.close(() => resolve()));
+      }
+    });
+  }
 
   it('keeps 2,000 characters of the message of a result Sluice refuses, as of a thrown error', async () => {
     const dispatch = await dispatchedStep(returningManifest);

@@ -40,7 +40,12 @@ import {
 import { StepResultError, toJson, toStepOutcome, type TaskDefinition } from '@sluice/sdk';
 import type { Logger, Metrics } from '@sluice/telemetry';
 import { ABORT_GRACE_MS, AbortIgnoredError, abortGrace } from './abort-grace.js';
-import { classifyStepError, stepErrorMessage, type AbortReason } from './classify-error.js';
+import {
+  StepAbortError,
+  classifyStepError,
+  stepErrorMessage,
+  type AbortReason,
+} from './classify-error.js';
 import { retryWhileDatabaseDown, type DatabaseOutageOptions } from './database-outage.js';
 import { createLlmClient, type LlmClientOptions } from './llm-client.js';
 import type { LlmGate } from './llm-gate.js';
@@ -380,7 +385,7 @@ async function execute(
   let abortReason: AbortReason | undefined;
   const abort = (reason: AbortReason) => {
     abortReason ??= reason;
-    controller.abort(new Error(reason === 'cancelled' ? 'task cancelled' : 'step timed out'));
+    controller.abort(new StepAbortError(reason));
   };
   const unregister = deps.running.add(ref.taskId, abort);
   const timeout = setTimeout(() => abort('timeout'), stepDefinition.timeoutMs ?? 60_000);
