@@ -19,14 +19,26 @@ export class HttpStatusError extends Error {
     this.retryAfterMs = retryAfterMs;
   }
 
-  /** Builds the error from a response (reads `Retry-After` in seconds or as an HTTP date). */
+  /**
+   * Builds the error from a response. The delay is `retry-after-ms` when usable (OpenAI-style
+   * providers send it, often alone, and their SDKs read it first), else `Retry-After` in seconds
+   * or as an HTTP date.
+   */
   static fromResponse(response: Response, what: string): HttpStatusError {
     return new HttpStatusError(
       response.status,
       `${what} answered HTTP ${response.status}`,
-      parseRetryAfter(response.headers.get('retry-after')),
+      parseRetryAfterMs(response.headers.get('retry-after-ms')) ??
+        parseRetryAfter(response.headers.get('retry-after')),
     );
   }
+}
+
+/** `retry-after-ms` (not standard; OpenAI-style APIs) in milliseconds; undefined when unusable. */
+function parseRetryAfterMs(value: string | null): number | undefined {
+  if (value === null || value.trim() === '') return undefined;
+  const ms = Number(value);
+  return Number.isFinite(ms) && ms >= 0 ? ms : undefined;
 }
 
 /** `Retry-After` in milliseconds, from delta-seconds or an HTTP date; undefined when absent. */

@@ -246,6 +246,22 @@ describe('LLM client: answers it cannot use', () => {
     });
   });
 
+  it("a 429 that gives its delay only as retry-after-ms carries it to the step's retry", async () => {
+    await using endpoint = await startRawEndpoint((res) => {
+      res
+        .writeHead(429, { 'content-type': 'application/json', 'retry-after-ms': '750' })
+        .end(JSON.stringify({ error: { message: 'Rate limit reached' } }));
+    });
+    const client = createLlmClient(
+      { baseUrl: endpoint.baseUrl, apiKey: KEY, model: 'gpt-test' },
+      AbortSignal.timeout(10_000),
+    );
+    await assert.rejects(client.chat({ messages: MESSAGES }), {
+      status: 429,
+      retryAfterMs: 750,
+    });
+  });
+
   it('an unauthorized call does not quote what the provider says of the key', async () => {
     await using endpoint = await startRawEndpoint((res, req) => {
       const key = req.headers.authorization ?? '';
