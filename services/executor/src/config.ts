@@ -66,9 +66,13 @@ export const EXECUTOR_ENV = {
   SLUICE_LLM_BACKOFF_PERCENT: intVar(90, 1, 99),
   /**
    * Three successful LLM calls in a row slower than this percent of the fastest seen decrease the
-   * limit like a 429 (rising latency: the provider queues); 0 turns it off.
+   * limit like a 429 (rising latency: the provider queues); 0 turns it off. At 100 or less nearly
+   * every success would count as slow and hold the limit at its minimum: refused.
    */
-  SLUICE_LLM_LATENCY_TOLERANCE_PERCENT: intVar(400, 0, 100_000),
+  SLUICE_LLM_LATENCY_TOLERANCE_PERCENT: intVar(400, 0, 100_000).refine(
+    (percent) => percent === 0 || percent > 100,
+    { message: 'must be 0 (off) or above 100 (percent of the fastest latency seen)' },
+  ),
   /** Shortest time between two decreases (one burst of 429s is one drop). */
   SLUICE_LLM_DECREASE_INTERVAL_MS: intVar(1_000, 0, 60_000),
   /** The provider's request and token budgets per minute, for this executor; unset: unlimited. */

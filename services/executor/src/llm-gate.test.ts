@@ -259,6 +259,9 @@ describe('LLM gate (fake time)', () => {
       { requestsPerMinute: 0 },
       { tokensPerMinute: Number.NaN },
       { decreaseIntervalMs: -1 },
+      // Every success no faster than the fastest would be slow: the limit sinks to its minimum.
+      { latencyTolerance: 1 },
+      { latencyTolerance: 0.5 },
     ]) {
       assert.throws(() => createLlmGate({ ...FIXED, ...bad }), RangeError, JSON.stringify(bad));
     }

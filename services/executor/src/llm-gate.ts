@@ -340,6 +340,9 @@ function limitOptionsProblem(options: LlmGateOptions): string | undefined {
     return 'initialConcurrency must be between minConcurrency and maxConcurrency';
   if (!(options.backoffRatio > 0 && options.backoffRatio < 1))
     return 'backoffRatio must be between 0 and 1';
+  const tolerance = options.latencyTolerance;
+  if (tolerance !== undefined && !(tolerance > 1))
+    return 'latencyTolerance must be above 1 (or absent: latency only reported)';
   const interval = options.decreaseIntervalMs;
   if (interval !== undefined && !(Number.isFinite(interval) && interval >= 0))
     return 'decreaseIntervalMs must be 0 or more';
