@@ -228,6 +228,37 @@ describe('LLM client: answers it cannot use', () => {
     });
   }
 
+  // The error said only 'answered without choices[0].message.content', whatever the answer said
+  // instead: the user could not tell a refusal or a content filter from a broken endpoint.
+  for (const [what, body, says] of [
+    [
+      "the model's refusal",
+      { choices: [{ message: { content: null, refusal: "I can't help with that." } }] },
+      /without choices\[0\]\.message\.content: the model refused: I can't help with that\.$/,
+    ],
+    [
+      'a content filter',
+      { choices: [{ message: { content: null }, finish_reason: 'content_filter' }] },
+      /without choices\[0\]\.message\.content \(finish_reason content_filter\)$/,
+    ],
+    [
+      "a proxy's error with status 200",
+      { error: { message: 'upstream model overloaded' } },
+      /without choices\[0\]\.message\.content: upstream model overloaded$/,
+    ],
+  ] as const) {
+    it(`an answer without content says why when it holds ${what}`, async () => {
+      await using endpoint = await startRawEndpoint((res) => {
+        res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(body));
+      });
+      const client = createLlmClient(
+        { baseUrl: endpoint.baseUrl, apiKey: KEY, model: 'gpt-test' },
+        AbortSignal.timeout(10_000),
+      );
+      await assert.rejects(client.chat({ messages: MESSAGES }), { message: says });
+    });
+  }
+
   it("a refused call says why, in the provider's words", async () => {
     const reason = "This model's maximum context length is 8192 tokens.";
     await using endpoint = await startRawEndpoint((res) => {

@@ -50,7 +50,7 @@ export interface ChatRequest {
 interface CompletionBody {
   id?: unknown;
   model?: unknown;
-  choices?: Array<{ message?: { content?: unknown } }>;
+  choices?: Array<{ message?: { content?: unknown; refusal?: unknown }; finish_reason?: unknown }>;
   usage?: { prompt_tokens?: unknown; completion_tokens?: unknown };
 }
 
@@ -119,7 +119,7 @@ export function createLlmClient(
             );
           }
           const body = completionBodyOf(answer.text, response, options.apiKey);
-          const completion = completionOf(body, model);
+          const completion = completionOf(body, model, options.apiKey);
           recordChatCompletion(span, completion, typeof body.id === 'string' ? body.id : undefined);
           result = {
             ...result,
@@ -185,22 +185,33 @@ async function refusalOf(response: Response, apiKey: string | undefined): Promis
   }));
   let reason = truncated ? '' : providerMessage(text);
   reason ||= text.trim();
-  if (apiKey) reason = reason.replaceAll(apiKey, '[redacted]');
-  reason = reason.replace(/\s+/g, ' ').slice(0, MAX_REASON_CHARS);
+  reason = quotedReason(reason, apiKey);
   if (reason !== '') error.message = `${error.message}: ${reason}`;
   return error;
+}
+
+/** A provider's reason as an error quotes it: the key redacted, on one line, shortened. */
+function quotedReason(reason: string, apiKey: string | undefined): string {
+  const redacted = apiKey ? reason.replaceAll(apiKey, '[redacted]') : reason;
+  return redacted.replace(/\s+/g, ' ').trim().slice(0, MAX_REASON_CHARS);
 }
 
 /** `error.message` (OpenAI and most compatible servers) or `message` of a JSON body, else ''. */
 function providerMessage(text: string): string {
   try {
-    const body = JSON.parse(text) as { error?: { message?: unknown } | string; message?: unknown };
-    const message =
-      typeof body.error === 'string' ? body.error : (body.error?.message ?? body.message);
-    return typeof message === 'string' ? message : '';
+    return messageOf(JSON.parse(text));
   } catch {
     return '';
   }
+}
+
+/** `error.message`, a string `error` or `message` of a parsed body, else ''. */
+function messageOf(parsed: unknown): string {
+  if (typeof parsed !== 'object' || parsed === null) return '';
+  const body = parsed as { error?: { message?: unknown } | string | null; message?: unknown };
+  const message =
+    typeof body.error === 'string' ? body.error : (body.error?.message ?? body.message);
+  return typeof message === 'string' ? message : '';
 }
 
 /** Characters of an answer that is not JSON quoted in the error, so the user sees what came. */
@@ -236,11 +247,13 @@ function completionBodyOf(
   return body;
 }
 
-function completionOf(body: CompletionBody, requestedModel: string): ChatCompletion {
+function completionOf(
+  body: CompletionBody,
+  requestedModel: string,
+  apiKey: string | undefined,
+): ChatCompletion {
   const content = body.choices?.[0]?.message?.content;
-  if (typeof content !== 'string') {
-    throw new Error('the LLM endpoint answered without choices[0].message.content');
-  }
+  if (typeof content !== 'string') throw missingContentError(body, apiKey);
   const prompt = body.usage?.prompt_tokens;
   const completion = body.usage?.completion_tokens;
   return {
@@ -251,4 +264,24 @@ function completionOf(body: CompletionBody, requestedModel: string): ChatComplet
         ? { promptTokens: prompt, completionTokens: completion }
         : undefined,
   };
+}
+
+/**
+ * The error of an answer without content, with what it holds instead: the model's refusal, why
+ * the completion finished (a content filter), or the error of a proxy that answers 200. Without
+ * it a refusal read as a broken endpoint.
+ */
+function missingContentError(body: CompletionBody, apiKey: string | undefined): Error {
+  const choice = body.choices?.[0];
+  const finish = choice?.finish_reason;
+  const refusal = choice?.message?.refusal;
+  let message = 'the LLM endpoint answered without choices[0].message.content';
+  if (typeof finish === 'string' && finish !== 'stop') {
+    message += ` (finish_reason ${quotedReason(finish, apiKey).slice(0, 40)})`;
+  }
+  const reason = quotedReason(
+    typeof refusal === 'string' ? `the model refused: ${refusal}` : messageOf(body),
+    apiKey,
+  );
+  return new Error(reason === '' ? message : `${message}: ${reason}`);
 }
