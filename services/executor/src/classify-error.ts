@@ -20,8 +20,11 @@ export type AbortReason = 'cancelled' | 'timeout';
 export class StepAbortError extends Error {
   override readonly name: 'TimeoutError' | 'AbortError';
 
-  constructor(readonly abortReason: AbortReason) {
-    super(abortReason === 'timeout' ? 'step timed out' : 'task cancelled');
+  constructor(
+    readonly abortReason: AbortReason,
+    message = abortReason === 'timeout' ? 'step timed out' : 'task cancelled',
+  ) {
+    super(message);
     this.name = abortReason === 'timeout' ? 'TimeoutError' : 'AbortError';
   }
 }

@@ -123,6 +123,25 @@ const calling = defineTask({
 });
 const callingManifest = manifestOf(calling);
 
+/** Resolved by the test's endpoint once the leaving task's LLM call reached it. */
+let llmCallArrived: Promise<void> = Promise.resolve();
+/** A step that returns while an LLM call it started is still out (as the loser of a race is). */
+const leaving = defineTask({
+  name: 'runner-leaves-llm-call',
+  version: 1,
+  input: z.object({}),
+  firstStep: 'only',
+  steps: { only: { resource: 'llm', maxAttempts: 1 } },
+  handlers: {
+    async only(ctx) {
+      ctx.llm.chat({ messages: [{ role: 'user', content: 'left behind' }] }).catch(() => {});
+      await llmCallArrived;
+      return complete({ left: true });
+    },
+  },
+});
+const leavingManifest = manifestOf(leaving);
+
 let fixture: TaskTypeDatabase;
 let handle: DatabaseHandle;
 
@@ -172,7 +191,7 @@ function runnerDeps(failOutcomeWrites: number, log = silentLog()): StepRunnerDep
     db: handle.db,
     nc,
     catalog: createBusCatalog('runner'),
-    registry: createTaskRegistry([definition, throwing, deaf, returning, calling]),
+    registry: createTaskRegistry([definition, throwing, deaf, returning, calling, leaving]),
     llm: { baseUrl: 'http://127.0.0.1:9/v1', apiKey: undefined, model: 'none' },
     log,
     metrics: createMetrics(),
@@ -398,6 +417,52 @@ describe('runDispatchedStep', () => {
       }
     });
   }
+
+  it('stops an LLM call its handler left running once the step is over, freeing its permit', async () => {
+    // The step's signal was aborted only by a timeout or a cancel: a call the handler did not
+    // await went on after the step, with no deadline at all, and held its LLM gate permit for as
+    // long as the provider took (for ever from one that hangs), lowering the executor's limit.
+    let arrived: () => void = () => {};
+    llmCallArrived = new Promise((resolve) => (arrived = resolve));
+    const endpoint = createServer(() => arrived()); // never answers
+    await new Promise<void>((resolve) => endpoint.listen(0, '127.0.0.1', resolve));
+    const gate = createLlmGate({
+      minConcurrency: 1,
+      maxConcurrency: 8,
+      initialConcurrency: 4,
+      backoffRatio: 0.5,
+    });
+    try {
+      const dispatch = await dispatchedStep(leavingManifest);
+      const port = (endpoint.address() as AddressInfo).port;
+      const deps: StepRunnerDeps = {
+        ...runnerDeps(0),
+        llm: { baseUrl: `http://127.0.0.1:${port}/v1`, apiKey: undefined, model: 'none' },
+        llmGate: gate,
+      };
+      const { message, settled } = countedMessage(14);
+      await runDispatchedStep(deps, message, dispatch);
+      const step = await findStep(handle.db, dispatch.task_id, 1);
+      assert.deepEqual(
+        { settled, outcome: step?.outcome?.type },
+        { settled: ['ack'], outcome: 'complete' },
+      );
+      await waitUntil(() => gate.snapshot().inFlight === 0, 'the left call gave its permit back');
+      // Stopped because nobody wants it any more: neither a failure nor a drop.
+      assert.deepEqual(
+        {
+          cancelled: gate.snapshot().cancelled,
+          failed: gate.snapshot().failed,
+          limit: gate.snapshot().limit,
+        },
+        { cancelled: 1, failed: 0, limit: 4 },
+      );
+    } finally {
+      gate.close();
+      endpoint.closeAllConnections();
+      await new Promise<void>((resolve) => endpoint.close(() => resolve()));
+    }
+  });
 
   it('keeps 2,000 characters of the message of a result Sluice refuses, as of a thrown error', async () => {
     const dispatch = await dispatchedStep(returningManifest);

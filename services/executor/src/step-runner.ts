@@ -453,6 +453,13 @@ async function execute(
     grace.stop();
     heartbeat.stop();
     unregister();
+    // What the handler left running (a call it did not await: a race's loser, the rest of a
+    // Promise.all that rejected) stops with the step: an LLM call has no deadline but the step's
+    // signal, and would hold its gate permit for as long as the provider takes. A cancel to the
+    // gate: nobody wants the answer.
+    if (!controller.signal.aborted) {
+      controller.abort(new StepAbortError('cancelled', 'the step is over'));
+    }
   }
 }
 
