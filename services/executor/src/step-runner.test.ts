@@ -353,8 +353,11 @@ describe('runDispatchedStep', () => {
     const dispatch = await dispatchedStep(deafManifest);
     const deps = { ...runnerDeps(0), abortGraceMs: 300 };
     const { message, settled } = countedMessage(10);
+    handlerRuns = 0;
     const run = runDispatchedStep(deps, message, dispatch);
-    await new Promise((resolve) => setTimeout(resolve, 50));
+    // Cancelled once its handler runs (within the step's 200 ms timeout): a fixed pause before the
+    // cancel found the step not started yet on a loaded machine.
+    await waitUntil(() => handlerRuns === 1, 'the handler runs');
     assert.equal(deps.running.cancel(dispatch.task_id), 1);
     await waitUntil(() => settled.length > 0, 'the message settled after the cancel and its grace');
     releaseDeaf();
