@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import type { DestinationStream } from 'pino';
 import { createLogger, scrubSecrets } from './logger.js';
-import { REDACTED } from './redaction.js';
+import { REDACTED, SECRET_QUERY_PARAMS } from './redaction.js';
 import type { LogLevel } from './logger.js';
 import { startTracing, withSpan } from './tracing.js';
 import type { Tracing } from './tracing.js';
@@ -116,6 +116,28 @@ describe('createLogger', () => {
       for (const record of out.records()) assert.equal(typeof record, 'object');
     });
   }
+
+  // Each of these the executor redacted from the URLs it recorded, while the line scrubber had a
+  // list of its own without them: a step's error quoting such a URL was logged with the key.
+  for (const name of ['x-api-key', 'client-secret', 'llm_api_key', 'refresh-token', 'Cookie']) {
+    it(`scrubs the value of a ${name} query parameter`, () => {
+      const text = `GET https://tool.example/v1/search?q=x&${name}=${SECRET}&page=2 answered HTTP 500`;
+      assert.equal(
+        scrubSecrets(text),
+        `GET https://tool.example/v1/search?q=x&${name}=${REDACTED}&page=2 answered HTTP 500`,
+      );
+    });
+  }
+
+  it('scrubs every query parameter of the shared list, as the executor redacts them', () => {
+    assert.ok(SECRET_QUERY_PARAMS.has('api_key') && SECRET_QUERY_PARAMS.has('sig'));
+    for (const name of SECRET_QUERY_PARAMS) {
+      for (const spelled of [name, name.toUpperCase()]) {
+        const scrubbed = scrubSecrets(`https://tool.example/?${spelled}=${SECRET}`);
+        assert.equal(scrubbed, `https://tool.example/?${spelled}=${REDACTED}`, spelled);
+      }
+    }
+  });
 
   it('leaves text without credentials alone', () => {
     const texts = [

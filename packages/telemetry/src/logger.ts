@@ -12,7 +12,7 @@ import { context, isSpanContextValid, trace } from '@opentelemetry/api';
 import { pino } from 'pino';
 import type { DestinationStream, Logger as PinoLogger } from 'pino';
 import { stdoutDestination } from './log-destination.js';
-import { REDACTED, redactSecrets } from './redaction.js';
+import { REDACTED, SECRET_QUERY_PARAMS, redactSecrets } from './redaction.js';
 
 /** A Sluice logger: pino's, so `child`, `isLevelEnabled` and the level methods are all there. */
 export type Logger = PinoLogger;
@@ -118,13 +118,21 @@ const SECRET_TEXT: ReadonlyArray<readonly [RegExp, string]> = [
   [/\bslk_[A-Za-z0-9_-]{16,}/g, `slk_${REDACTED}`],
   [/\bsk-[A-Za-z0-9_-]{16,}/g, `sk-${REDACTED}`],
   // A credential in a URL's query string (`?api_key=…`, `&token=…`, a presigned URL's `sig`), as
-  // many tool APIs take their key: a step's error quotes the URL it called. The parameter's name
-  // must be whole (`keyword=` is not `key=`).
+  // many tool APIs take their key: a step's error quotes the URL it called. The names are those
+  // the executor redacts from the URLs it records (SECRET_QUERY_PARAMS); a name must be whole
+  // (`keyword=` is not `key=`).
   [
-    /([?&](?:api[_-]?key|key|token|access[_-]?token|refresh_token|secret|client_secret|password|auth|sig|signature|x-amz-signature|x-amz-credential|x-amz-security-token|x-goog-signature|x-goog-credential|awsaccesskeyid)=)[^\s&#"\\]+/gi,
+    new RegExp(
+      `([?&](?:${[...SECRET_QUERY_PARAMS].map(escapeRegExp).join('|')})=)[^\\s&#"\\\\]+`,
+      'gi',
+    ),
     `$1${REDACTED}`,
   ],
 ];
+
+function escapeRegExp(text: string): string {
+  return text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+}
 
 /**
  * Replaces credentials found in the text of a finished log line (see {@link SECRET_TEXT}).

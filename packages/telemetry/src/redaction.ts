@@ -37,6 +37,33 @@ export const SECRET_KEYS: ReadonlySet<string> = new Set([
   'x-api-key',
 ]);
 
+/**
+ * Query parameter names (lowercase; compare a name lowercased) whose values are credentials, as
+ * many tool APIs take their key (`?api_key=…`, `&token=…`, a presigned URL's `sig`). The one list
+ * for every place that quotes a URL: the logger's line scrubber (logger.ts) and the executor's
+ * HTTP spans and error messages (its url-redaction.ts), so a name one of them redacts is never
+ * shown whole by the other. The field names above, their dashed and joined spellings, and the
+ * signature parameters of presigned URLs the OpenTelemetry conventions name.
+ */
+export const SECRET_QUERY_PARAMS: ReadonlySet<string> = new Set([
+  ...[...SECRET_KEYS].map((key) => key.toLowerCase()),
+  'api-key',
+  'apikey',
+  'access-token',
+  'accesstoken',
+  'refresh-token',
+  'auth',
+  'client-secret',
+  'signature',
+  'sig',
+  'awsaccesskeyid',
+  'x-goog-signature',
+  'x-goog-credential',
+  'x-amz-signature',
+  'x-amz-credential',
+  'x-amz-security-token',
+]);
+
 type Fields = Record<string, unknown>;
 
 /**

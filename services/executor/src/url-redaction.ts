@@ -3,34 +3,13 @@
  * before the URL is recorded: many tool APIs take their key there, and a span's `url.full` and
  * `url.query` are exported to whatever trace backend is configured, kept and shown to anyone who
  * reads traces. The replacement is `REDACTED`, as the OpenTelemetry HTTP conventions spell it.
+ * The names are `SECRET_QUERY_PARAMS` of `@sluice/telemetry`, which its logger scrubs from log lines
+ * too.
  */
-import { SECRET_KEYS } from '@sluice/telemetry';
+import { SECRET_QUERY_PARAMS } from '@sluice/telemetry';
 
 /** What a redacted value reads. */
 export const REDACTED_QUERY_VALUE = 'REDACTED';
-
-/**
- * Query parameter names (compared lowercased) whose values are credentials: the names the logger
- * redacts, their dashed and joined spellings, and the signature parameters of presigned URLs the
- * OpenTelemetry conventions name.
- */
-const SECRET_PARAMS: ReadonlySet<string> = new Set([
-  ...[...SECRET_KEYS].map((key) => key.toLowerCase()),
-  'api-key',
-  'apikey',
-  'access-token',
-  'accesstoken',
-  'auth',
-  'client-secret',
-  'signature',
-  'sig',
-  'awsaccesskeyid',
-  'x-goog-signature',
-  'x-goog-credential',
-  'x-amz-signature',
-  'x-amz-credential',
-  'x-amz-security-token',
-]);
 
 /**
  * `search` (`?a=1&api_key=x`, or '') with the value of every secret parameter replaced; the other
@@ -56,7 +35,7 @@ function isSecretParam(encodedName: string): boolean {
   } catch {
     name = encodedName;
   }
-  return SECRET_PARAMS.has(name.trim().toLowerCase());
+  return SECRET_QUERY_PARAMS.has(name.trim().toLowerCase());
 }
 
 /** `url` with its query string's credentials (and any user:password) redacted, to quote it. */
