@@ -70,6 +70,7 @@ export type { MetricDefinition, MetricKey, MetricLabels, Metrics } from './metri
 export { DEFAULT_METRICS_HOST, startMetricsServer } from './metrics-server.js';
 export type { MetricsServer, MetricsServerOptions } from './metrics-server.js';
 export {
+  DEFAULT_ATTRIBUTE_VALUE_LENGTH_LIMIT,
   DEFAULT_BSP_SCHEDULE_DELAY_MS,
   SAMPLER_NAMES,
   createSampler,

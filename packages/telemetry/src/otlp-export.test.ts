@@ -10,6 +10,7 @@ import {
   SimpleSpanProcessor,
 } from '@opentelemetry/sdk-trace-base';
 import {
+  DEFAULT_ATTRIBUTE_VALUE_LENGTH_LIMIT,
   DEFAULT_BSP_SCHEDULE_DELAY_MS,
   createSampler,
   createSpanProcessors,
@@ -30,7 +31,26 @@ describe('traceExportConfigFromEnv', () => {
       sampler: 'parentbased_always_on',
       samplerRatio: 1,
       scheduleDelayMs: DEFAULT_BSP_SCHEDULE_DELAY_MS,
+      attributeValueLengthLimit: DEFAULT_ATTRIBUTE_VALUE_LENGTH_LIMIT,
     });
+  });
+
+  it('reads the attribute value length limit, the span variable over the general one', () => {
+    assert.equal(
+      config({ OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT: '100' }).attributeValueLengthLimit,
+      100,
+    );
+    assert.equal(
+      config({
+        OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT: '100',
+        OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT: '200',
+      }).attributeValueLengthLimit,
+      200,
+    );
+    assert.equal(
+      config({ OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT: 'long' }).attributeValueLengthLimit,
+      DEFAULT_ATTRIBUTE_VALUE_LENGTH_LIMIT,
+    );
   });
 
   it('exports over OTLP/HTTP to <endpoint>/v1/traces when an endpoint is set', () => {

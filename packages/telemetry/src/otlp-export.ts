@@ -76,6 +76,12 @@ export interface TraceExportConfig {
   readonly samplerRatio: number;
   /** How long the batch processor waits before sending what it has (`OTEL_BSP_SCHEDULE_DELAY`). */
   readonly scheduleDelayMs: number;
+  /**
+   * The most characters a span keeps of an attribute value, an event's (an exception's message and
+   * stack) and its status message (`OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT`, else
+   * `OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT`); default {@link DEFAULT_ATTRIBUTE_VALUE_LENGTH_LIMIT}.
+   */
+  readonly attributeValueLengthLimit: number;
 }
 
 /**
@@ -83,6 +89,16 @@ export interface TraceExportConfig {
  * Jaeger about when its events do; at Sluice's span rate a batch a second is cheap.
  */
 export const DEFAULT_BSP_SCHEDULE_DELAY_MS = 1_000;
+
+/**
+ * Default attribute value length limit, in characters. The SDK's own default is no limit, and what
+ * spans quote is often an error's message (a handler's, an HTTP error quoting a response body, a
+ * failed query with its parameters): unbounded, one such error put megabytes into every exported
+ * copy of its span, and into an export request a collector refuses whole (4 MiB is the usual
+ * gRPC receive limit), with the spans batched beside it. A stack trace of Node's ten frames under
+ * a step error's 2,000 characters fits.
+ */
+export const DEFAULT_ATTRIBUTE_VALUE_LENGTH_LIMIT = 4_096;
 
 /** The OTLP endpoints the specification gives as defaults, per protocol. */
 const DEFAULT_ENDPOINT: Record<OtlpProtocol, string> = {
@@ -105,6 +121,8 @@ const DEFAULT_ENDPOINT: Record<OtlpProtocol, string> = {
  *   `OTEL_EXPORTER_OTLP_TRACES_HEADERS` (`key=value,…`, values URL-encoded).
  * - `OTEL_TRACES_SAMPLER` / `OTEL_TRACES_SAMPLER_ARG`; default `parentbased_always_on`.
  * - `OTEL_BSP_SCHEDULE_DELAY` in ms; default {@link DEFAULT_BSP_SCHEDULE_DELAY_MS}.
+ * - `OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT` / `OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT` in characters;
+ *   default {@link DEFAULT_ATTRIBUTE_VALUE_LENGTH_LIMIT}.
  *
  * An unknown value is reported through the OpenTelemetry diagnostic logger and replaced by the
  * default, as the SDKs do: a typo in a tracing variable must not stop a service.
@@ -126,6 +144,7 @@ export function traceExportConfigFromEnv(
     sampler,
     samplerRatio: ratioOf(env, sampler),
     scheduleDelayMs: delayOf(env),
+    attributeValueLengthLimit: lengthLimitOf(env),
   };
 }
 
@@ -286,4 +305,19 @@ function delayOf(env: Environment): number {
   if (Number.isInteger(delay) && delay >= 0) return delay;
   diag.warn(`OTEL_BSP_SCHEDULE_DELAY: "${value}" is not a number of ms, using the default`);
   return DEFAULT_BSP_SCHEDULE_DELAY_MS;
+}
+
+function lengthLimitOf(env: Environment): number {
+  for (const name of [
+    'OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT',
+    'OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT',
+  ]) {
+    const value = text(env, name);
+    if (value === undefined) continue;
+    const limit = Number(value);
+    if (Number.isInteger(limit) && limit >= 0) return limit;
+    diag.warn(`${name}: "${value}" is not a number of characters, using the default`);
+    return DEFAULT_ATTRIBUTE_VALUE_LENGTH_LIMIT;
+  }
+  return DEFAULT_ATTRIBUTE_VALUE_LENGTH_LIMIT;
 }

@@ -3,6 +3,7 @@ import { after, before, describe, it } from 'node:test';
 import { SpanStatusCode, context, trace } from '@opentelemetry/api';
 import { InMemorySpanExporter, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base';
 import { ATTR_TASK_ID } from './attributes.js';
+import { DEFAULT_ATTRIBUTE_VALUE_LENGTH_LIMIT } from './otlp-export.js';
 import {
   contextFromTraceparent,
   startTracing,
@@ -81,6 +82,28 @@ describe('startTracing', () => {
     assert.equal(event?.attributes?.['exception.message'], 'upstream broke');
   });
 
+  it('bounds what a span keeps of a huge error: status, exception message and stack', async () => {
+    // An HTTP error quoting a whole response body, as a handler may throw.
+    const body = `upstream answered 500: ${'x'.repeat(1_000_000)}`;
+    await assert.rejects(
+      withSpan(tracing.tracer('test'), 'huge-error', {}, (span) => {
+        span.setAttribute('sluice.test.body', body);
+        throw new Error(body);
+      }),
+    );
+    const span = finished('huge-error');
+    const limit = DEFAULT_ATTRIBUTE_VALUE_LENGTH_LIMIT;
+    // Compared by length: a failure would print the megabyte.
+    const kept = (value: unknown) => (typeof value === 'string' ? value.length : value);
+    const event = span.events.find((e) => e.name === 'exception');
+    assert.equal(span.status.code, SpanStatusCode.ERROR);
+    assert.equal(kept(span.status.message), limit);
+    assert.ok(body.startsWith(span.status.message ?? '-'));
+    assert.equal(kept(event?.attributes?.['exception.message']), limit);
+    assert.equal(kept(event?.attributes?.['exception.stacktrace']), limit);
+    assert.equal(kept(span.attributes['sluice.test.body']), limit);
+  });
+
   it('nests spans and keeps the active span across awaits', async () => {
     const tracer = tracing.tracer('test');
     await withSpan(tracer, 'outer', {}, async (outer) => {
@@ -128,6 +151,32 @@ describe('startTracing', () => {
 
   it('has no traceparent outside a span', () => {
     assert.equal(traceparentOfActiveSpan(), undefined);
+  });
+});
+
+describe('startTracing with OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT', () => {
+  it('holds attribute values and the status message to it, a surrogate pair whole', async () => {
+    const exporter = new InMemorySpanExporter();
+    const tracing = startTracing({
+      serviceName: 'limits',
+      spanProcessors: [new SimpleSpanProcessor(exporter)],
+      env: { OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT: '10' },
+    });
+    try {
+      // The 10th character is the first half of an emoji's surrogate pair.
+      const message = `${'a'.repeat(9)}😀 and more`;
+      await assert.rejects(
+        withSpan(tracing.tracer('t'), 'limited', {}, (span) => {
+          span.setAttribute('sluice.test.long', 'b'.repeat(50));
+          throw new Error(message);
+        }),
+      );
+      const [span] = exporter.getFinishedSpans();
+      assert.equal(span?.status.message, 'a'.repeat(9));
+      assert.equal(span?.attributes['sluice.test.long'], 'b'.repeat(10));
+    } finally {
+      await tracing.shutdown();
+    }
   });
 });
 

@@ -89,7 +89,14 @@ export function startTracing(options: TracingOptions): Tracing {
         : { [ATTR_SERVICE_VERSION]: options.serviceVersion }),
     }),
     sampler: createSampler(config),
-    spanProcessors: [...createSpanProcessors(config), ...(options.spanProcessors ?? [])],
+    // Given here, the limit read from `env` is the one used: the SDK's own reading of the same
+    // variables (from `process.env`) yields to it.
+    spanLimits: { attributeValueLengthLimit: config.attributeValueLengthLimit },
+    spanProcessors: [
+      statusMessageBound(config.attributeValueLengthLimit),
+      ...createSpanProcessors(config),
+      ...(options.spanProcessors ?? []),
+    ],
   });
   // `contextManager: undefined` asks for the default, AsyncLocalStorageContextManager.
   provider.register({ propagator: new W3CTraceContextPropagator(), contextManager: undefined });
@@ -123,6 +130,33 @@ const DISABLED: Tracing = {
   tracer: (name, version) => trace.getTracer(name, version),
   shutdown: () => Promise.resolve(),
 };
+
+/**
+ * Cuts a span's status message to `limit` characters as it ends, before any exporter sees it: the
+ * SDK holds attribute values and event attributes (an exception's message and stack) to the
+ * `spanLimits`, but keeps a status message whole, and every `setStatus` of Sluice's spans (and of
+ * a handler's own) passes an error's message, of any length.
+ */
+function statusMessageBound(limit: number): SpanProcessor {
+  return {
+    onStart: () => undefined,
+    onEnding(span) {
+      const { code, message } = span.status;
+      if (message !== undefined && message.length > limit) {
+        span.setStatus({ code, message: cutText(message, limit) });
+      }
+    },
+    onEnd: () => undefined,
+    forceFlush: () => Promise.resolve(),
+    shutdown: () => Promise.resolve(),
+  };
+}
+
+/** The first `limit` characters of `text`, without half of a surrogate pair at the end. */
+function cutText(text: string, limit: number): string {
+  const last = text.charCodeAt(limit - 1);
+  return text.slice(0, last >= 0xd800 && last <= 0xdbff ? limit - 1 : limit);
+}
 
 function isGlobalProvider(provider: NodeTracerProvider): boolean {
   const global = trace.getTracerProvider();
