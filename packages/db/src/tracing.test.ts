@@ -6,6 +6,7 @@
 import assert from 'node:assert/strict';
 import { after, before, beforeEach, describe, it } from 'node:test';
 import { SpanKind, SpanStatusCode } from '@opentelemetry/api';
+import { sql } from 'drizzle-orm';
 import {
   startTracing,
   tracerFor,
@@ -135,6 +136,26 @@ describe('withDatabaseSpan', () => {
     assert.equal(span.attributes['error.type'], '22012');
     assert.equal(span.attributes['db.response.status_code'], '22012');
     assert.ok(span.events.some((e) => e.name === 'exception'));
+  });
+
+  it('never records the statement or the parameters of a failed query', async () => {
+    // drizzle's error quotes both in its message (`Failed query: … params: …`).
+    const secret = 'db-span-parameter-secret';
+    await assert.rejects(
+      withDatabaseSpan(handle.db, { summary: 'SELECT' }, () =>
+        handle.db.execute(sql`select ${secret}::text as echoed, 1 / ${0}::int as quotient`),
+      ),
+      (error: Error) => error.message.includes(secret),
+    );
+    const [span] = databaseSpans();
+    assert.ok(span);
+    const recorded = JSON.stringify([span.status, span.events, span.attributes]);
+    assert.ok(!recorded.includes(secret), recorded);
+    assert.ok(!recorded.includes('quotient'), recorded);
+    assert.equal(span.status.message, 'division by zero');
+    assert.equal(span.attributes['error.type'], '22012');
+    const exception = span.events.find((e) => e.name === 'exception');
+    assert.equal(exception?.attributes?.['exception.message'], 'division by zero');
   });
 
   it('names other failures by their code or name, without a response status', async () => {

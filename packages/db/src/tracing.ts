@@ -13,6 +13,7 @@
  */
 import { SpanKind, SpanStatusCode, context, trace } from '@opentelemetry/api';
 import type { Attributes, Context, Span } from '@opentelemetry/api';
+import { DrizzleQueryError } from 'drizzle-orm';
 import type { Database } from './client.js';
 
 // The stable database and server attribute names, copied as `@sluice/telemetry` copies its own
@@ -88,10 +89,11 @@ export async function withDatabaseSpan<T>(
     const span = startDatabaseSpan(db, operation, parent, startTime);
     const failure = failureOf(error);
     span.setAttributes(failure);
-    span.recordException(error instanceof Error ? error : String(error));
+    const recorded = recordedError(error);
+    span.recordException(recorded instanceof Error ? recorded : String(recorded));
     span.setStatus({
       code: SpanStatusCode.ERROR,
-      message: error instanceof Error ? error.message : String(error),
+      message: recorded instanceof Error ? recorded.message : String(recorded),
     });
     span.end(now());
     throw error;
@@ -178,6 +180,16 @@ function decode(name: string): string {
   } catch {
     return name;
   }
+}
+
+/**
+ * The error a failure's span records: the driver's, not drizzle's wrapper around it, whose message
+ * (and so its stack) is `Failed query: <statement>\nparams: <every parameter>` — a task's whole
+ * input, a step's output — none of which a span may carry.
+ */
+function recordedError(error: unknown): unknown {
+  if (!(error instanceof DrizzleQueryError)) return error;
+  return error.cause ?? 'the query failed';
 }
 
 /** Causes followed at most (drizzle wraps the driver's error in its own). */
