@@ -104,6 +104,31 @@ describe('startTracing', () => {
     assert.equal(kept(span.attributes['sluice.test.body']), limit);
   });
 
+  it('scrubs credentials an error quotes from the status and the exception, as logs do', async () => {
+    const secret = 'span-secret-0123456789abcdef';
+    const failure = new Error(
+      `GET https://tool.example/search?q=x&api_key=${secret} answered 401 ` +
+        `(Authorization: Bearer ${secret}; postgres://sluice:${secret}@db:5432/sluice)`,
+    );
+    await assert.rejects(
+      withSpan(tracing.tracer('test'), 'quoting-error', {}, () => {
+        throw failure;
+      }),
+    );
+    const span = finished('quoting-error');
+    const event = span.events.find((e) => e.name === 'exception');
+    const texts = [
+      span.status.message,
+      event?.attributes?.['exception.message'],
+      event?.attributes?.['exception.stacktrace'],
+    ];
+    for (const text of texts) {
+      assert.ok(typeof text === 'string', String(text));
+      assert.ok(!text.includes(secret), text);
+      assert.ok(text.includes('api_key=[redacted] answered 401'), text);
+    }
+  });
+
   it('nests spans and keeps the active span across awaits', async () => {
     const tracer = tracing.tracer('test');
     await withSpan(tracer, 'outer', {}, async (outer) => {

@@ -27,6 +27,7 @@ import { resourceFromAttributes } from '@opentelemetry/resources';
 import type { SpanProcessor } from '@opentelemetry/sdk-trace-base';
 import { NodeTracerProvider } from '@opentelemetry/sdk-trace-node';
 import { ATTR_SERVICE_NAME, ATTR_SERVICE_VERSION } from '@opentelemetry/semantic-conventions';
+import { scrubSecrets } from './logger.js';
 import {
   createSampler,
   createSpanProcessors,
@@ -93,7 +94,7 @@ export function startTracing(options: TracingOptions): Tracing {
     // variables (from `process.env`) yields to it.
     spanLimits: { attributeValueLengthLimit: config.attributeValueLengthLimit },
     spanProcessors: [
-      statusMessageBound(config.attributeValueLengthLimit),
+      errorTextGuard(config.attributeValueLengthLimit),
       ...createSpanProcessors(config),
       ...(options.spanProcessors ?? []),
     ],
@@ -132,19 +133,33 @@ const DISABLED: Tracing = {
 };
 
 /**
- * Cuts a span's status message to `limit` characters as it ends, before any exporter sees it: the
- * SDK holds attribute values and event attributes (an exception's message and stack) to the
- * `spanLimits`, but keeps a status message whole, and every `setStatus` of Sluice's spans (and of
- * a handler's own) passes an error's message, of any length.
+ * Makes what a span says of an error fit to export, as it ends, before any exporter sees it:
+ *
+ * - Credentials quoted in the text (a bearer token, a URL's password or `?api_key=`, an API key)
+ *   are scrubbed from its status message and its exceptions' message and stack, as the logger
+ *   scrubs them from log lines: the same error is logged and recorded on the span, and trace
+ *   backends keep and show what they get as logs do.
+ * - The status message is cut to `limit` characters: the SDK holds attribute values and event
+ *   attributes to the `spanLimits`, but keeps a status message whole, and every `setStatus` of
+ *   Sluice's spans (and of a handler's own) passes an error's message, of any length.
  */
-function statusMessageBound(limit: number): SpanProcessor {
+function errorTextGuard(limit: number): SpanProcessor {
   return {
     onStart: () => undefined,
     onEnding(span) {
-      const { code, message } = span.status;
-      if (message !== undefined && message.length > limit) {
-        span.setStatus({ code, message: cutText(message, limit) });
+      for (const event of span.events) {
+        if (event.name !== 'exception' || event.attributes === undefined) continue;
+        for (const key of ['exception.message', 'exception.stacktrace']) {
+          const text = event.attributes[key];
+          // Cut again: a short secret's mark may be longer than the secret.
+          if (typeof text === 'string') event.attributes[key] = cutText(scrubSecrets(text), limit);
+        }
       }
+      const { code, message } = span.status;
+      if (message === undefined || message === '') return;
+      const scrubbed = scrubSecrets(message);
+      const bounded = cutText(scrubbed, limit);
+      if (bounded !== message) span.setStatus({ code, message: bounded });
     },
     onEnd: () => undefined,
     forceFlush: () => Promise.resolve(),
@@ -154,6 +169,7 @@ function statusMessageBound(limit: number): SpanProcessor {
 
 /** The first `limit` characters of `text`, without half of a surrogate pair at the end. */
 function cutText(text: string, limit: number): string {
+  if (text.length <= limit) return text;
   const last = text.charCodeAt(limit - 1);
   return text.slice(0, last >= 0xd800 && last <= 0xdbff ? limit - 1 : limit);
 }
