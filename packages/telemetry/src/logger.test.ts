@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import type { DestinationStream } from 'pino';
 import { createLogger, scrubSecrets } from './logger.js';
-import { REDACTED, SECRET_QUERY_PARAMS } from './redaction.js';
+import { REDACTED, SECRET_QUERY_PARAMS, UNREADABLE } from './redaction.js';
 import type { LogLevel } from './logger.js';
 import { startTracing, withSpan } from './tracing.js';
 import type { Tracing } from './tracing.js';
@@ -176,6 +176,30 @@ describe('createLogger', () => {
     const record = only(out.records());
     assert.deepEqual(record.db, { user: 'sluice', password: REDACTED });
     assert.deepEqual(record.headers, { token: REDACTED });
+  });
+
+  it('writes the line, and throws nothing, for a value it cannot read', () => {
+    const out = capture();
+    const log = createLogger({ service: 'executor', destination: out.destination });
+    const { proxy, revoke } = Proxy.revocable({}, {});
+    revoke();
+    const response = {
+      status: 500,
+      token: SECRET,
+      get body(): string {
+        throw new TypeError('Body is unusable: Body has already been read');
+      },
+    };
+    log.info({ proxy, step: 'fetch' }, 'a revoked proxy');
+    log.warn({ response, step: 'fetch' }, 'a getter that throws');
+    log.child({ response }).info('a child bound to it');
+    assert.equal(out.lines.length, 3);
+    for (const line of out.lines) assert.ok(!line.includes(SECRET), `secret leaked: ${line}`);
+    const [revoked, getter] = out.records() as Record<string, unknown>[];
+    assert.equal(revoked?.step, 'fetch');
+    assert.equal(revoked?.proxy, UNREADABLE);
+    assert.equal(getter?.step, 'fetch');
+    assert.equal(getter?.response, UNREADABLE);
   });
 
   it('keeps fields that are not secrets', () => {

@@ -77,11 +77,29 @@ export function redactSecrets(fields: Fields): Fields {
 /** How deep `redact` is: the logged object, an object in it, a `headers` object in that. */
 type Depth = 0 | 1 | 2;
 
+/**
+ * What is written in place of a value that cannot be read: a revoked proxy, an object with a
+ * getter that throws. (Left in, such a value fails pino's own serialization, which then writes the
+ * line without any of its fields.)
+ */
+export const UNREADABLE = '[unreadable]';
+
 function redact(fields: Fields, depth: Depth): Fields {
   let result: Fields | undefined;
   for (const key of Object.keys(fields)) {
-    const value = fields[key];
-    const replacement = SECRET_KEYS.has(key) ? REDACTED : redactBelow(key, value, depth);
+    let value: unknown;
+    let replacement: unknown;
+    if (SECRET_KEYS.has(key)) {
+      replacement = REDACTED;
+    } else {
+      // A log call must not throw for what it is given: a handler's logger is handed anything.
+      try {
+        value = fields[key];
+        replacement = redactBelow(key, value, depth);
+      } catch {
+        replacement = UNREADABLE;
+      }
+    }
     if (replacement === value) continue;
     result ??= { ...fields };
     result[key] = replacement;
