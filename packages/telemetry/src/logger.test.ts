@@ -76,6 +76,41 @@ describe('createLogger', () => {
     });
   }
 
+  // The same names in another case or spelling (headers as code writes them, camelCase options),
+  // with a value no text pattern would catch.
+  const PLAIN = 'plain-secret-value';
+  const respelledFields: Array<[string, Record<string, unknown>]> = [
+    ['headers.X-Api-Key', { headers: { 'X-Api-Key': PLAIN } }],
+    ['headers.Cookie', { headers: { Cookie: `session=${PLAIN}` } }],
+    ['AUTHORIZATION', { AUTHORIZATION: PLAIN }],
+    ['accessToken', { accessToken: PLAIN }],
+    ['oauth.refreshToken', { oauth: { refreshToken: PLAIN } }],
+    ['clientSecret', { clientSecret: PLAIN }],
+    ['API_KEY', { API_KEY: PLAIN }],
+    ['Password', { db: { Password: PLAIN } }],
+  ];
+  for (const [field, fields] of respelledFields) {
+    it(`never writes a secret in ${field}`, () => {
+      const out = capture();
+      const log = createLogger({ service: 'gateway', destination: out.destination });
+      log.info(fields, 'calling upstream');
+      const [line = ''] = out.lines;
+      assert.ok(!line.includes(PLAIN), `secret leaked: ${line}`);
+      assert.ok(line.includes(REDACTED), `no censor mark: ${line}`);
+    });
+  }
+
+  it('keeps fields whose names only contain a secret one', () => {
+    const out = capture();
+    const log = createLogger({ service: 'gateway', destination: out.destination });
+    log.info({ key_prefix: 'slk_Ab12Cd', tokens: 12, token_count: 3, keyword: 'x' }, 'kept');
+    const record = only(out.records());
+    assert.equal(record.key_prefix, 'slk_Ab12Cd');
+    assert.equal(record.tokens, 12);
+    assert.equal(record.token_count, 3);
+    assert.equal(record.keyword, 'x');
+  });
+
   // Redaction by field name cannot see into text: these are scrubbed from the finished line.
   const secretTexts: Array<[string, string, string]> = [
     [

@@ -15,7 +15,7 @@
 /** The text written in place of a redacted value. */
 export const REDACTED = '[redacted]';
 
-/** Field names whose values are censored wherever this module looks. */
+/** Field names whose values are censored wherever this module looks, in any case or spelling. */
 export const SECRET_KEYS: ReadonlySet<string> = new Set([
   'authorization',
   'Authorization',
@@ -36,6 +36,21 @@ export const SECRET_KEYS: ReadonlySet<string> = new Set([
   'SLUICE_LLM_API_KEY',
   'x-api-key',
 ]);
+
+/**
+ * {@link SECRET_KEYS} as names are compared: lower case, without `-` and `_`, so a name in another
+ * case or spelling is one too (`X-Api-Key`, `API_KEY`, `accessToken`, `clientSecret`).
+ */
+const SECRET_KEY_FORMS: ReadonlySet<string> = new Set([...SECRET_KEYS].map(formOf));
+
+function formOf(key: string): string {
+  return key.toLowerCase().replace(/[-_]/g, '');
+}
+
+/** Whether a field named `key` is censored. */
+function isSecretKey(key: string): boolean {
+  return SECRET_KEYS.has(key) || SECRET_KEY_FORMS.has(formOf(key));
+}
 
 /**
  * Query parameter names (lowercase; compare a name lowercased) whose values are credentials, as
@@ -89,7 +104,7 @@ function redact(fields: Fields, depth: Depth): Fields {
   for (const key of Object.keys(fields)) {
     let value: unknown;
     let replacement: unknown;
-    if (SECRET_KEYS.has(key)) {
+    if (isSecretKey(key)) {
       replacement = REDACTED;
     } else {
       // A log call must not throw for what it is given: a handler's logger is handed anything.
