@@ -10,6 +10,7 @@ import { sql } from 'drizzle-orm';
 import {
   startTracing,
   tracerFor,
+  withContinuedSpan,
   withSpan,
   type Tracing,
   type TracingOptions,
@@ -205,5 +206,29 @@ describe('withDatabaseSpan', () => {
     const [span] = databaseSpans();
     assert.ok(span);
     assert.equal(span.parentSpanContext, undefined);
+  });
+});
+
+describe('the spans a failed query is run in', () => {
+  it('keep its statement and parameters out, as its database span does', async () => {
+    const secret = 'enclosing-span-parameter-secret';
+    const tracer = tracerFor('test');
+    await assert.rejects(
+      withSpan(tracer, 'enclosing', {}, () =>
+        withContinuedSpan(tracer, undefined, 'continued', {}, () =>
+          handle.db.execute(sql`select ${secret}::text as echoed, 1 / ${0}::int as quotient`),
+        ),
+      ),
+      (error: Error) => error.message.includes(secret),
+    );
+    for (const name of ['enclosing', 'continued']) {
+      const span = ended.find((s) => s.name === name);
+      assert.ok(span, name);
+      const recorded = JSON.stringify([span.status, span.events]);
+      assert.ok(!recorded.includes(secret), recorded);
+      assert.ok(!recorded.includes('quotient'), recorded);
+      assert.equal(span.status.code, SpanStatusCode.ERROR);
+      assert.equal(span.status.message, 'division by zero');
+    }
   });
 });

@@ -200,16 +200,36 @@ export async function withSpan<T>(
     try {
       return await fn(span);
     } catch (error) {
-      span.recordException(error instanceof Error ? error : String(error));
-      span.setStatus({
-        code: SpanStatusCode.ERROR,
-        message: error instanceof Error ? error.message : String(error),
-      });
+      recordFailure(span, error);
       throw error;
     } finally {
       span.end();
     }
   });
+}
+
+/**
+ * Records what `fn` threw on its span: an exception event and ERROR status. An error that quotes
+ * the statement and every parameter a query failed with — drizzle's `DrizzleQueryError`
+ * (`Failed query: … params: …`, with `query`, `params`, and the driver's error as `cause`), which
+ * any transaction run in the span may throw — is recorded as the driver's error, as the database
+ * span of the query records it: a span never carries a query's values (a task's input, a step's
+ * output).
+ */
+function recordFailure(span: Span, thrown: unknown): void {
+  const error = isQueryError(thrown) ? thrown.cause : thrown;
+  span.recordException(error instanceof Error ? error : String(error));
+  span.setStatus({
+    code: SpanStatusCode.ERROR,
+    message: error instanceof Error ? error.message : String(error),
+  });
+}
+
+/** Whether `error` is shaped as drizzle's `DrizzleQueryError` (this package does not use drizzle). */
+function isQueryError(error: unknown): error is Error & { readonly cause: Error } {
+  if (!(error instanceof Error) || !(error.cause instanceof Error)) return false;
+  const { query, params } = error as { query?: unknown; params?: unknown };
+  return typeof query === 'string' && Array.isArray(params);
 }
 
 /** Options of {@link withContinuedSpan}. */
@@ -248,11 +268,7 @@ export async function withContinuedSpan<T>(
       try {
         return await fn(span);
       } catch (error) {
-        span.recordException(error instanceof Error ? error : String(error));
-        span.setStatus({
-          code: SpanStatusCode.ERROR,
-          message: error instanceof Error ? error.message : String(error),
-        });
+        recordFailure(span, error);
         throw error;
       } finally {
         span.end();
