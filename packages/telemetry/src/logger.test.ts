@@ -237,6 +237,21 @@ describe('createLogger', () => {
     assert.equal(getter?.response, UNREADABLE);
   });
 
+  it('writes the line, and throws nothing, for a logged field whose getter throws', () => {
+    const out = capture();
+    const log = createLogger({ service: 'executor', destination: out.destination });
+    const fields = {
+      step: 'fetch',
+      get body(): string {
+        throw new TypeError('no body');
+      },
+    };
+    log.info(fields, 'a field that cannot be read');
+    const record = only(out.records());
+    assert.equal(record.step, 'fetch');
+    assert.equal(record.body, UNREADABLE);
+  });
+
   it('keeps fields that are not secrets', () => {
     const out = capture();
     const log = createLogger({ service: 'gateway', destination: out.destination });

@@ -12,7 +12,7 @@ import { context, isSpanContextValid, trace } from '@opentelemetry/api';
 import { pino } from 'pino';
 import type { DestinationStream, Logger as PinoLogger } from 'pino';
 import { stdoutDestination } from './log-destination.js';
-import { REDACTED, SECRET_QUERY_PARAMS, redactSecrets } from './redaction.js';
+import { REDACTED, SECRET_QUERY_PARAMS, UNREADABLE, redactSecrets } from './redaction.js';
 
 /** A Sluice logger: pino's, so `child`, `isLevelEnabled` and the level methods are all there. */
 export type Logger = PinoLogger;
@@ -63,6 +63,7 @@ export function createLogger(options: LoggerOptions): Logger {
       base: { service: options.service, pid: process.pid, hostname: hostname() },
       timestamp: pino.stdTimeFunctions.isoTime,
       mixin: activeTraceIds,
+      mixinMergeStrategy: mergeLogged,
       formatters: {
         // Labels read better than pino's numbers for people and log shippers alike.
         level: (label) => ({ level: label }),
@@ -91,6 +92,24 @@ type MakeChild = (
   bindings: Record<string, unknown>,
   options?: Parameters<Logger['child']>[1],
 ) => Logger;
+
+/**
+ * A log call's fields over the mixin's ids, as pino merges them but field by field: pino's
+ * `Object.assign` reads every field, and a getter that throws made the log call throw. Such a field
+ * is written as {@link UNREADABLE}.
+ */
+function mergeLogged(mergeObject: object, mixinObject: object): object {
+  const merged = mixinObject as Record<string, unknown>;
+  const fields = mergeObject as Record<string, unknown>;
+  for (const key of Object.keys(fields)) {
+    try {
+      merged[key] = fields[key];
+    } catch {
+      merged[key] = UNREADABLE;
+    }
+  }
+  return merged;
+}
 
 /**
  * The ids of the active span, or nothing outside a span. A fresh object each call: pino merges
