@@ -364,6 +364,87 @@ describe('the postgres driver after a connection dies (Sluice patch: porsager/po
       return true;
     });
   });
+
+  it('fails the later statements of a transaction whose connection died', async () => {
+    // The callback of sql.begin goes on after its connection died (it awaited something else), and
+    // meanwhile the pool connected that connection again for another query. Unpatched, the
+    // callback's next statement went to the new session and ran there outside any transaction:
+    // committed, while sql.begin had failed (and the earlier statements had rolled back).
+    const sql = postgres(database.url, { max: 1, onnotice: () => {}, backoff: () => 0.05 });
+    const admin = postgres(database.url, { max: 1, onnotice: () => {} });
+    const table = `stray_${process.pid}`;
+    try {
+      await admin.unsafe(`create table ${table} (n int)`);
+      let backendIs!: (pid: number) => void;
+      const backend = new Promise<number>((resolve) => (backendIs = resolve));
+      let resume!: () => void;
+      const resumed = new Promise<void>((resolve) => (resume = resolve));
+      let strayIs!: (outcome: string) => void;
+      const stray = new Promise<string>((resolve) => (strayIs = resolve));
+      const transaction = settled(
+        sql.begin(async (tx) => {
+          const [row] = await tx<{ pid: number }[]>`select pg_backend_pid() as pid`;
+          backendIs(row!.pid);
+          await resumed;
+          strayIs(await settled(tx.unsafe(`insert into ${table} values (1)`)));
+        }),
+      );
+      await admin`select pg_terminate_backend(${await backend})`;
+      assert.equal(await transaction, 'CONNECTION_CLOSED');
+      assert.equal(await settled(sql`select 1`), 'ok', 'the pool connected again');
+      resume();
+      assert.equal(await withinSeconds(10, stray), 'CONNECTION_CLOSED');
+      const [written] = await admin.unsafe<{ n: number }[]>(
+        `select count(*)::int as n from ${table}`,
+      );
+      assert.equal(written?.n, 0, 'nothing of the failed transaction was written');
+    } finally {
+      await admin.unsafe(`drop table if exists ${table}`);
+      await sql.end({ timeout: 5 });
+      await admin.end({ timeout: 5 });
+    }
+  });
+
+  it('settles every statement of a transaction whose connection died, and leaves the pool be', async () => {
+    // One statement in flight fills the pipeline (`max_pipeline: 1`), so the transaction's next
+    // statements wait in its own queue; a query of the pool waits for the reserved connection.
+    // Unpatched, the queued statements were never settled when the connection died, and the
+    // transaction's ROLLBACK went to the connection that the pool was connecting again for its
+    // waiting query, which failed it with CONNECTION_CLOSED although nothing had happened to it.
+    const options = {
+      max: 1,
+      max_pipeline: 1,
+      onnotice: () => {},
+      backoff: () => 0.05,
+    } as postgres.Options<Record<string, never>>;
+    const sql = postgres(database.url, options);
+    const admin = postgres(database.url, { max: 1, onnotice: () => {} });
+    try {
+      await admin`select pg_advisory_lock(4344)`;
+      let outcomesAre!: (outcomes: Promise<string>[]) => void;
+      const outcomes = new Promise<Promise<string>[]>((resolve) => (outcomesAre = resolve));
+      let backend = 0;
+      const transaction = settled(
+        sql.begin(async (tx) => {
+          const [row] = await tx<{ pid: number }[]>`select pg_backend_pid() as pid`;
+          backend = row!.pid;
+          const statements = [tx`select pg_advisory_lock(4344)`, tx`select 1`, tx`select 2`];
+          outcomesAre(statements.map((statement) => settled(statement)));
+          return Promise.all(statements);
+        }),
+      );
+      const waiting = await outcomes;
+      const queued = settled(sql`select 1`);
+      await admin`select pg_terminate_backend(${backend})`;
+      for (const outcome of await Promise.all(waiting)) assert.notEqual(outcome, 'hung');
+      assert.equal(await transaction, 'CONNECTION_CLOSED');
+      assert.equal(await queued, 'ok', 'the query waiting for the connection was answered');
+    } finally {
+      await admin`select pg_advisory_unlock(4344)`;
+      await sql.end({ timeout: 5 });
+      await admin.end({ timeout: 5 });
+    }
+  });
 });
 
 describe('reservations waiting for a connection (Sluice patch)', () => {
