@@ -529,3 +529,40 @@ describe('reservations waiting for a connection (Sluice patch)', () => {
     }
   });
 });
+
+describe('queries waiting for a connection while Postgres is down (Sluice patch)', () => {
+  it('fail with a refused connection attempt, not each at an attempt of its own', async () => {
+    // While Postgres is down every connection of the pool is connecting or waiting to, and a query
+    // waits in the pool's queue. Unpatched, a refused attempt failed only the query it was made
+    // for, and the next waited for the next attempt, after the pool's pause: with two connections
+    // and a pause of a second the twentieth query was answered after ten, though Postgres was as
+    // down for it as for the first (a busy gateway answered its requests ever later, and ran those
+    // still waiting once Postgres was back, long after their callers had given up).
+    await using server = await startPostgresServer();
+    const sql = postgres(server.url, { max: 2, onnotice: () => {}, backoff: () => 1 });
+    try {
+      await sql`select 1`;
+      await server.stop();
+      const queries = Array.from({ length: 20 }, () =>
+        sql`select 1`.then(
+          () => 'ok',
+          (error: unknown) => String((error as { code?: unknown }).code),
+        ),
+      );
+      const answers = await withinSeconds(5, Promise.all(queries));
+      assert.notEqual(answers, 'too late', 'every query was answered within 5 s');
+      if (answers !== 'too late') assert.ok(!answers.includes('ok'), answers.join());
+      await server.restart();
+      let answered = false;
+      for (let attempt = 0; attempt < 20 && !answered; attempt += 1) {
+        answered = await sql`select 1`.then(
+          () => true,
+          () => false,
+        );
+      }
+      assert.ok(answered, 'the pool answered again once Postgres was back');
+    } finally {
+      await sql.end({ timeout: 5 });
+    }
+  });
+});
