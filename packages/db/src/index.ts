@@ -178,6 +178,7 @@ export type { TimerRecord } from './queries/timers.js';
 export {
   TASK_EVENTS_CHANNEL,
   appendTaskEvent,
+  listenForTaskEvents,
   markEventsPublished,
   markPublishedAndReadUnpublished,
   unpublishedEvents,

@@ -26,7 +26,7 @@ import {
 } from '@sluice/bus';
 import {
   KeptConnection,
-  TASK_EVENTS_CHANNEL,
+  listenForTaskEvents,
   migrateDatabase,
   msUntilNextReadyStep,
   openDatabase,
@@ -389,7 +389,7 @@ export async function startScheduler(
     );
     // Every committed batch of task events notifies this channel, whoever wrote it.
     startup.stage('listening for task events');
-    eventsListener = await database.sql.listen(TASK_EVENTS_CHANNEL, () => relayDuty?.wake());
+    eventsListener = await listenForTaskEvents(database.sql, () => relayDuty?.wake());
 
     startup.stage('taking part in the leader leases');
     const duty = { kv: leases, holderId, ttlMs: config.SLUICE_LEASE_TTL_MS, log: logger };

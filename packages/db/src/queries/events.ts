@@ -6,6 +6,7 @@
  * sees seq N+1 before seq N.
  */
 import { sql, type SQL } from 'drizzle-orm';
+import type postgres from 'postgres';
 import type { Json } from '@sluice/core';
 import type { Executor } from '../client.js';
 import { recordOf } from '../raw-rows.js';
@@ -18,6 +19,23 @@ import type { TaskEventRecord } from './tasks.js';
  * the event relay publishes at once instead of at its next poll.
  */
 export const TASK_EVENTS_CHANNEL = 'sluice_task_events';
+
+/**
+ * Calls `wake` on each notification of {@link TASK_EVENTS_CHANNEL} (what the event relay hears),
+ * and each time the listen is made: the driver makes it again on a new connection when its
+ * connection is lost (a Postgres restart, a failover), and the events committed before that
+ * notified no one. Woken then, the relay publishes them at once rather than at its next poll.
+ */
+export function listenForTaskEvents(
+  client: postgres.Sql,
+  wake: () => void,
+): Promise<postgres.ListenMeta> {
+  return client.listen(
+    TASK_EVENTS_CHANNEL,
+    () => wake(),
+    () => wake(),
+  );
+}
 
 /** A fact about a task that does not change its state. */
 export interface AppendedEvent {
