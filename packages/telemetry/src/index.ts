@@ -55,7 +55,7 @@ export {
   ATTR_RPC_SERVICE,
   ATTR_RPC_SYSTEM,
 } from './conventions.js';
-export { DEFAULT_LOG_LEVEL, LOG_LEVELS, createLogger, isLogLevel } from './logger.js';
+export { DEFAULT_LOG_LEVEL, LOG_LEVELS, createLogger, isLogLevel, scrubSecrets } from './logger.js';
 export { REDACTED, SECRET_KEYS, SECRET_QUERY_PARAMS, redactSecrets } from './redaction.js';
 export type { LogLevel, Logger, LoggerOptions } from './logger.js';
 export {

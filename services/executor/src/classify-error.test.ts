@@ -4,7 +4,7 @@ import type { AddressInfo } from 'node:net';
 import { describe, it } from 'node:test';
 import { z } from 'zod';
 import { HttpStatusError } from '@sluice/sdk';
-import { classifyStepError } from './classify-error.js';
+import { classifyStepError, stepErrorMessage } from './classify-error.js';
 
 describe('classifyStepError', () => {
   const zodError = (() => {
@@ -146,5 +146,32 @@ describe('classifyStepError', () => {
       classifyStepError(new TypeError('fetch failed', { cause: coded }), undefined).message,
       'fetch failed: ETIMEDOUT',
     );
+  });
+
+  it('stores no credential a handler error quotes (a query key, a bearer token, a URL password)', () => {
+    const error = new Error(
+      'GET https://api.example.com/v1/search?q=x&api_key=sk_live_abc123 failed; ' +
+        'sent Authorization: Bearer eyJhbGciOi.payload.sig',
+      { cause: new Error('connect postgres://app:hunter2@db.internal:5432/app refused') },
+    );
+    const { message } = classifyStepError(error, undefined);
+    for (const secret of ['sk_live_abc123', 'eyJhbGciOi', 'hunter2']) {
+      assert.ok(!message.includes(secret), `${secret} is stored: ${message}`);
+    }
+    assert.match(message, /api_key=\[redacted\]/);
+    assert.match(message, /Bearer \[redacted\]/);
+    assert.match(message, /postgres:\/\/app:\[redacted\]@db\.internal/);
+  });
+
+  it('scrubs a credential that straddles the 2,000-unit cut, and keeps the cut', () => {
+    const url = 'postgres://app:hunter2-long-password@db/app';
+    // The password starts before the cut; its `@`, which the scrubber needs, comes after it.
+    const message = stepErrorMessage(`${'x'.repeat(1_980)} ${url} and more`);
+    assert.ok(!message.includes('hunter2'), message.slice(1_970));
+    assert.equal(message.length, 2_000);
+    // A replacement longer than what it hides still leaves the message within the bound.
+    const tokens = stepErrorMessage('Bearer a '.repeat(400));
+    assert.ok(!/Bearer a\b/.test(tokens));
+    assert.ok(tokens.length <= 2_000, String(tokens.length));
   });
 });

@@ -8,6 +8,7 @@ import {
   type ErrorClass,
   type SerializedStepError,
 } from '@sluice/core';
+import { scrubSecrets } from '@sluice/telemetry';
 
 /** Why a step's abort signal fired. */
 export type AbortReason = 'cancelled' | 'timeout';
@@ -53,14 +54,28 @@ export function classifyStepError(
   };
 }
 
+/** The longest stored step error message, in UTF-16 units. */
+const MAX_MESSAGE_UNITS = 2_000;
+
 /**
- * A step failure's message as it is stored: its first 2,000 UTF-16 units, storable (see
- * storableText). It goes into the step's outcome, the task's error, its `step_failed` event, a
- * dead letter and a repair step's input, whatever the failure: a thrown error or a result Sluice
- * refuses, whose message may quote a value of any length.
+ * How much of a longer message is scrubbed before the cut: a credential that starts before the
+ * cut is still recognised by what follows it (a URL's password by its `@`), while a huge message
+ * is not scanned whole.
+ */
+const SCRUBBED_UNITS = 2 * MAX_MESSAGE_UNITS;
+
+/**
+ * A step failure's message as it is stored: credentials in it replaced as in log lines (a bearer
+ * token, a URL's password or `?api_key=`, which a tool's error often quotes: see scrubSecrets),
+ * then its first 2,000 UTF-16 units, storable (see storableText). It goes into the step's outcome,
+ * the task's error, its `step_failed` event, a dead letter and a repair step's input — read by
+ * anyone who may read the task — whatever the failure: a thrown error or a result Sluice refuses,
+ * whose message may quote a value of any length. Scrubbed before the cut, as a replacement may be
+ * longer than what it hides.
  */
 export function stepErrorMessage(message: string): string {
-  return storableText(message.slice(0, 2_000));
+  const scrubbed = scrubSecrets(message.slice(0, SCRUBBED_UNITS));
+  return storableText(scrubbed.slice(0, MAX_MESSAGE_UNITS));
 }
 
 /**
