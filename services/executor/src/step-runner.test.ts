@@ -511,6 +511,50 @@ describe('runDispatchedStep', () => {
       },
     );
   });
+  it('wakes the scheduler and the dispatcher when a retried outcome write finds its outcome recorded', async () => {
+    // The COMMIT applied, but its answer was lost with the connection: the write is tried again and
+    // finds the outcome recorded (stale). It may be this very outcome, which waits for the outcome
+    // pass (a failure) or added steps (a continuation): the old runner woke no one for a stale write,
+    // so it waited for the scheduler's next poll.
+    const dispatch = await dispatchedStep(throwingManifest);
+    thrown = new Error('the tool failed');
+    const published: Array<{ subject: string; message: unknown }> = [];
+    const nc = {
+      publish: (subject: string, data: Uint8Array) =>
+        published.push({ subject, message: JSON.parse(new TextDecoder().decode(data)) }),
+    } as unknown as NatsConnection;
+    let answersLost = 1;
+    const deps: StepRunnerDeps = {
+      ...runnerDeps(0),
+      nc,
+      outcomes: new GroupWriter(async (items: OutcomeToRecord[]) => {
+        const recordings = await recordStepOutcomes(handle.db, items);
+        if (answersLost > 0) {
+          answersLost -= 1;
+          throw connectionLost();
+        }
+        return recordings;
+      }),
+    };
+    const { message, settled } = countedMessage(13);
+    await runDispatchedStep(deps, message, dispatch);
+    const step = await findStep(handle.db, dispatch.task_id, 1);
+    assert.deepEqual(
+      { settled, outcome: step?.outcome?.type },
+      { settled: ['ack'], outcome: 'failed' },
+    );
+    assert.deepEqual(
+      published
+        .filter(({ subject }) => subject === deps.catalog.subjects.stepResult)
+        .map(({ message }) => message),
+      [{ type: 'step.result', task_id: dispatch.task_id, step_seq: 1 }],
+      'the outcome pass is woken (the write may have recorded this outcome for it)',
+    );
+    assert.ok(
+      published.some(({ subject }) => subject === deps.catalog.subjects.wake('dispatch')),
+      'the dispatcher is woken (the write may have added steps)',
+    );
+  });
 });
 
 /** Waits until `condition` holds, failing after 5 s. */

@@ -165,16 +165,18 @@ async function runStep(
   // Each write is tried again on its own while Postgres is unavailable: a retry of the whole run
   // after the handler ran would find the step running under this very dispatch ('busy'), hand the
   // message back and drop the outcome, and the step would run again once its heartbeat went stale.
-  const whileDatabaseDown = <T>(write: () => Promise<T>): Promise<T> =>
+  const whileDatabaseDown = <T>(write: () => Promise<T>, onRetry?: () => void): Promise<T> =>
     deps.databaseOutage
       ? retryWhileDatabaseDown(write, {
           ...deps.databaseOutage,
           keepAlive: () => message.working(),
-          onRetry: (error, attempt) =>
+          onRetry: (error, attempt) => {
+            onRetry?.();
             log.warn(
               { err: error, attempt },
               'database unavailable; holding the step and trying again',
-            ),
+            );
+          },
         })
       : write();
   const started = await whileDatabaseDown(() => start(deps, ref));
@@ -193,8 +195,10 @@ async function runStep(
   const { outcome, stillRunning } = await execute(deps, message, ref, { step, task, history }, log);
   // With the outcomes of other steps that finish meanwhile, in one statement and one commit (the
   // span covers the wait for that write).
-  const recording = await whileDatabaseDown(() =>
-    withDatabaseSpan(deps.db, RECORD_OUTCOME, () => deps.outcomes.write({ ref, outcome })),
+  let writeRetried = false;
+  const recording = await whileDatabaseDown(
+    () => withDatabaseSpan(deps.db, RECORD_OUTCOME, () => deps.outcomes.write({ ref, outcome })),
+    () => (writeRetried = true),
   );
   // A usual outcome was applied by the write itself: the task's transition goes on its trace
   // here, as the scheduler records the transitions it applies (the dispatch's context is active
@@ -213,7 +217,17 @@ async function runStep(
   if (recording.kind === 'continued') {
     wakeDispatcherForEach(deps.nc, deps.catalog, 'step.continued', recording.added);
   }
-  if (recorded) wakeScheduler(deps, ref, recording.kind !== 'recorded');
+  if (recorded) {
+    wakeScheduler(deps, ref, recording.kind !== 'recorded');
+  } else if (writeRetried) {
+    // A failed attempt may have committed (its COMMIT's answer lost with the connection), so
+    // 'stale' may be this very outcome, recorded for the outcome pass or applied with steps added:
+    // what it did is unknown here, so both the pass and the dispatcher look now rather than at
+    // their next poll (at worst each finds nothing). An outcome the write applied is then not
+    // counted in the resource's retry budget: rare, and the budget is an estimate.
+    wakeScheduler(deps, ref);
+    wakeDispatcher(deps);
+  }
   log.info({ step: step.name, outcome: outcome.type, recording: recording.kind }, 'step finished');
   if (stillRunning) {
     // The step is over, but its handler goes on (it ignored its abort): its executor slot stays
@@ -534,6 +548,14 @@ function startHeartbeat(
     );
   }, everyMs);
   return { stop: () => clearInterval(timer) };
+}
+
+/** Tells the dispatcher steps may be ready, naming none (so it looks whatever their resource). */
+function wakeDispatcher(deps: StepRunnerDeps): void {
+  deps.nc.publish(
+    deps.catalog.subjects.wake('dispatch'),
+    encodeMessage({ type: 'wake', reason: 'step.outcome_uncertain' }),
+  );
 }
 
 /**
