@@ -23,6 +23,32 @@ describe('retryWhileDatabaseDown', () => {
     assert.equal(keptAlive, 3, 'the message is kept alive before every pause');
   });
 
+  it('keeps the message alive while an attempt is on its way', async () => {
+    // A write that takes longer than the ack wait (a lock wait, a connection that went silent):
+    // JetStream redelivered the message meanwhile, and each redelivery found the step still
+    // running under its dispatch and was handed back, spending a delivery of `max_deliver`.
+    let keptAlive = 0;
+    let answer: (value: string) => void = () => {};
+    const pending = new Promise<string>((resolve) => {
+      answer = resolve;
+      // The old code never keeps it alive: answer anyway after a while, so the test fails, not hangs.
+      setTimeout(() => resolve('late'), 2_000);
+    });
+    const result = await retryWhileDatabaseDown(() => pending, {
+      keepAlive: () => {
+        keptAlive += 1;
+        if (keptAlive === 3) answer('done');
+      },
+      stopping: () => false,
+      firstPauseMs: 1,
+      maxPauseMs: 20,
+    });
+    assert.equal(result, 'done', 'the message was kept alive while the attempt was pending');
+    const after = keptAlive;
+    await new Promise((resolve) => setTimeout(resolve, 60));
+    assert.equal(keptAlive, after, 'no keep-alive once the attempt settled');
+  });
+
   it('throws other errors at once', async () => {
     let attempts = 0;
     await assert.rejects(
