@@ -511,6 +511,33 @@ describe('runDispatchedStep', () => {
       },
     );
   });
+  it('runs a step whose start committed though its answer was lost, once, at its first attempt', async () => {
+    // The start is tried again and finds the step running under this very dispatch: its own start.
+    // The old runner took it for another executor's ('busy') and handed the message back; the step
+    // ran only once its heartbeat went stale, an ack wait later, with a second attempt counted.
+    const dispatch = await dispatchedStep();
+    handlerRuns = 0;
+    let answersLost = 1;
+    const deps: StepRunnerDeps = {
+      ...runnerDeps(0),
+      starts: new GroupWriter(async (refs: StepDispatchRef[]) => {
+        const started = await startUsualSteps(handle.db, refs, ACK_WAIT_MS);
+        if (answersLost > 0) {
+          answersLost -= 1;
+          throw connectionLost();
+        }
+        return started;
+      }),
+    };
+    const { message, settled } = countedMessage(14);
+    await runDispatchedStep(deps, message, dispatch);
+    const step = await findStep(handle.db, dispatch.task_id, 1);
+    assert.deepEqual(
+      { handlerRuns, settled, status: step?.status, attempts: step?.attempts },
+      { handlerRuns: 1, settled: ['ack'], status: 'succeeded', attempts: 1 },
+    );
+  });
+
   it('wakes the scheduler and the dispatcher when a retried outcome write finds its outcome recorded', async () => {
     // The COMMIT applied, but its answer was lost with the connection: the write is tried again and
     // finds the outcome recorded (stale). It may be this very outcome, which waits for the outcome

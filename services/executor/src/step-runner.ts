@@ -179,7 +179,13 @@ async function runStep(
           },
         })
       : write();
-  const started = await whileDatabaseDown(() => start(deps, ref));
+  // After a failed attempt, the step found running under this dispatch may be this run's own
+  // start, committed with its answer lost (see recordStart).
+  let startRetried = false;
+  const started = await whileDatabaseDown(
+    () => start(deps, ref, startRetried),
+    () => (startRetried = true),
+  );
   if (started.kind === 'busy') {
     // A redelivery while its executor is alive: look again after an ack wait, in case it dies.
     message.nak(deps.ackWaitMs);
@@ -262,11 +268,16 @@ const RECORD_OUTCOME = {
     'INSERT task_event_outbox',
 };
 
-function start(deps: StepRunnerDeps, ref: StepDispatchRef): Promise<Started> {
-  return withDatabaseSpan(deps.db, START_STEP, () => startTransaction(deps, ref));
+/** `retried`: an earlier attempt of this start failed, and may have committed (see recordStart). */
+function start(deps: StepRunnerDeps, ref: StepDispatchRef, retried: boolean): Promise<Started> {
+  return withDatabaseSpan(deps.db, START_STEP, () => startTransaction(deps, ref, retried));
 }
 
-async function startTransaction(deps: StepRunnerDeps, ref: StepDispatchRef): Promise<Started> {
+async function startTransaction(
+  deps: StepRunnerDeps,
+  ref: StepDispatchRef,
+  retried: boolean,
+): Promise<Started> {
   if (deps.isBreakerOpen?.() !== true) {
     // The usual case in one statement that commits on its own (with the starts of the steps that
     // arrive meanwhile): the task's lock, the step's start, the task's `start` (or a
@@ -296,7 +307,7 @@ async function startTransaction(deps: StepRunnerDeps, ref: StepDispatchRef): Pro
       return (await releaseStep(tx, ref)) ? { kind: 'released' } : { kind: 'stale' };
     }
     const step = await startStep(tx, ref, deps.ackWaitMs);
-    return recordStart(tx, ref, task, step, () => readHistory(tx, ref));
+    return recordStart(tx, ref, task, step, () => readHistory(tx, ref), retried);
   });
 }
 
@@ -324,6 +335,11 @@ function mayStartSteps(task: TaskRecord): boolean {
 /**
  * After the step's start (`step`, or undefined when it was not this dispatch's to start): what the
  * start means for the task, in the same transaction; `history` gives what a step that runs sees.
+ *
+ * `retried`: an earlier attempt of this start failed after it may have reached Postgres, so a step
+ * running under this dispatch is taken to be its own start, committed with its answer lost (the
+ * message is held meanwhile, so no other delivery of it runs), and is run: handed back as 'busy',
+ * it ran only once its heartbeat went stale, an ack wait later, with a second attempt counted.
  */
 async function recordStart(
   tx: Transaction,
@@ -331,11 +347,17 @@ async function recordStart(
   task: TaskRecord,
   step: StepRecord | undefined,
   history: () => Promise<StepHistory>,
+  retried = false,
 ): Promise<Started> {
   if (!step) {
     const current = await findStep(tx, ref.taskId, ref.seq);
     const busy = current?.status === 'running' && current.dispatchCount === ref.dispatch;
-    return { kind: busy ? 'busy' : 'stale' };
+    if (!busy || !retried) return { kind: busy ? 'busy' : 'stale' };
+    if (task.cancelRequested || task.status === 'cancelled') {
+      await recordStepOutcome(tx, ref, { type: 'cancelled' });
+      return { kind: 'recorded' };
+    }
+    return { kind: 'run', step: current, task, history: await history() };
   }
   if (task.cancelRequested || task.status === 'cancelled') {
     await recordStepOutcome(tx, ref, { type: 'cancelled' });
