@@ -174,6 +174,19 @@ describe('createLogger', () => {
     }
   });
 
+  it('scrubs a long line of dotted or dashed text in linear time', () => {
+    // 100,000 characters: the old URL pattern took about half a minute on them.
+    for (const text of ['a.'.repeat(50_000), 'a-'.repeat(50_000)]) {
+      const started = performance.now();
+      assert.equal(
+        scrubSecrets(`${text} postgres://app:${SECRET}@db`),
+        `${text} postgres://app:${REDACTED}@db`,
+      );
+      const tookMs = performance.now() - started;
+      assert.ok(tookMs < 1_000, `scrubbing took ${Math.round(tookMs)} ms`);
+    }
+  });
+
   it('leaves text without credentials alone', () => {
     const texts = [
       'GET http://127.0.0.1:9/v1/chat/completions failed',
