@@ -358,7 +358,9 @@ describe('LLM gate against a provider with a hidden limit', () => {
     const hiddenLimit = 4;
     await using llm = await startFakeLlmServer({
       apiKey: 'sk-gate',
-      latencyMs: 20,
+      // 40 ms, not 20: on a loaded machine the fake server (in this process) got its requests late
+      // and saw fewer running than the gate let out, answered no 429 and the limit rose to 7–8.
+      latencyMs: 40,
       // A short retry-after so the test does not wait a second per 429.
       hiddenLimit: { maxConcurrent: hiddenLimit, retryAfterMs: 20 },
     });
