@@ -10,7 +10,7 @@ import {
   createLlmClient,
   estimateTokens,
 } from './llm-client.js';
-import { StepAbortError, type AbortReason } from './classify-error.js';
+import { StepAbortError, classifyStepError, type AbortReason } from './classify-error.js';
 import { createLlmGate, type LlmGateOptions } from './llm-gate.js';
 
 const KEY = 'sk-client';
@@ -113,6 +113,35 @@ describe('LLM client', () => {
     assert.equal(estimateTokens({ messages, maxTokens: 50 }), 150);
     assert.equal(estimateTokens({ messages, maxTokens: 0 }), 100 + DEFAULT_COMPLETION_TOKENS);
   });
+
+  for (const maxTokens of [-1, 0, 1.5, Number.NaN, Number.POSITIVE_INFINITY, 2 ** 60]) {
+    it(`a maxTokens of ${maxTokens} fails the call as a bad request before it is sent`, async () => {
+      let requests = 0;
+      await using endpoint = await startRawEndpoint((res) => {
+        requests += 1;
+        res.writeHead(400).end();
+      });
+      const gate = createLlmGate({ ...GATE, tokensPerMinute: 10_000 });
+      const client = createLlmClient(
+        { baseUrl: endpoint.baseUrl, apiKey: KEY, model: 'gpt-test' },
+        new AbortController().signal,
+        gate,
+      );
+      const error = await client.chat({ messages: MESSAGES, maxTokens }).catch((e: unknown) => e);
+      assert.ok(error instanceof HttpStatusError, String(error));
+      assert.match(error.message, /maxTokens must be a positive whole number/);
+      assert.match(error.message, new RegExp(`got ${String(maxTokens)}`));
+      // Asking again would not change it: a final bad request, not retried.
+      assert.deepEqual(classifyStepError(error, undefined), {
+        errorClass: 'unknown',
+        message: error.message,
+        retryable: false,
+      });
+      assert.equal(requests, 0);
+      assert.equal(gate.snapshot().calls, 0);
+      gate.close();
+    });
+  }
 });
 
 /** A chat-completions endpoint on loopback whose answers `answer` writes. */

@@ -38,8 +38,8 @@ export const DEFAULT_COMPLETION_TOKENS = 1_000;
 export const MAX_LLM_ANSWER_BYTES = 8 * 1024 * 1024;
 
 /**
- * A chat request. `maxTokens` is not (yet) in the SDK's `LlmClient` type; when a caller passes it
- * anyway it is sent as `max_tokens` and charged instead of {@link DEFAULT_COMPLETION_TOKENS}.
+ * A chat request. `maxTokens`, a positive whole number (anything else fails the call before it is
+ * sent), is sent as `max_tokens` and charged instead of {@link DEFAULT_COMPLETION_TOKENS}.
  */
 export interface ChatRequest {
   readonly messages: readonly ChatMessage[];
@@ -78,6 +78,9 @@ export function createLlmClient(
     chat(request: ChatRequest) {
       const model = request.model ?? options.model;
       return withChatSpan({ model, maxTokens: request.maxTokens, url }, async (span) => {
+        // Refused here, before it takes a permit and budget the provider's 400 would waste.
+        const problem = maxTokensProblem(request.maxTokens);
+        if (problem !== undefined) throw new HttpStatusError(400, problem);
         const permit = await gate?.acquire({ estimatedTokens: estimateTokens(request), signal });
         if (permit !== undefined) span.addEvent(EVENT_LLM_PERMIT);
         const started = performance.now();
@@ -150,6 +153,19 @@ export function createLlmClient(
       });
     },
   };
+}
+
+/**
+ * Why `maxTokens` cannot be sent as `max_tokens` (the provider would answer 400), else undefined.
+ * The error is an `HttpStatusError` 400 as the provider's would be, so the step fails as a final
+ * bad request rather than being retried unchanged.
+ */
+function maxTokensProblem(maxTokens: unknown): string | undefined {
+  if (maxTokens === undefined) return undefined;
+  if (typeof maxTokens === 'number' && Number.isSafeInteger(maxTokens) && maxTokens > 0)
+    return undefined;
+  const shown = typeof maxTokens === 'number' ? String(maxTokens) : `a ${typeof maxTokens}`;
+  return `the LLM call was not sent: maxTokens must be a positive whole number, got ${shown}`;
 }
 
 /**
