@@ -121,6 +121,43 @@ describe('LLM gate (fake time)', () => {
     gate.close();
   });
 
+  it("takes a provider's remaining counts less the calls admitted after the one they came with", async () => {
+    const gate = createLlmGate({ ...FIXED, tokensPerMinute: 10_000, requestsPerMinute: 100 });
+    // Before the reporting call: the provider counted it already.
+    await gate.acquire({ estimatedTokens: 1_000 });
+    const reporting = await gate.acquire({ estimatedTokens: 1_000 });
+    // After it, still in flight: the provider had not seen them when it counted.
+    await gate.acquire({ estimatedTokens: 1_000 });
+    await gate.acquire({ estimatedTokens: 1_000 });
+    reporting.release({
+      ...OK,
+      headers: new Headers({
+        'x-ratelimit-remaining-tokens': '3000',
+        'x-ratelimit-remaining-requests': '50',
+      }),
+    });
+    // 3,000 left less the 2,000 of the two later calls: one more call of 1,000, not three.
+    const next = track(gate.acquire({ estimatedTokens: 1_000 }));
+    const after = track(gate.acquire({ estimatedTokens: 1_000 }));
+    await settle();
+    assert.equal(next.state, 'resolved');
+    assert.equal(after.state, 'pending', 'admitted past what the provider has left');
+    gate.close();
+
+    // Requests the same way: 3 left less the 2 later calls in flight.
+    const requests = createLlmGate({ ...FIXED, requestsPerMinute: 100 });
+    const first = await requests.acquire({ estimatedTokens: 1 });
+    await requests.acquire({ estimatedTokens: 1 });
+    await requests.acquire({ estimatedTokens: 1 });
+    first.release({ ...OK, headers: new Headers({ 'x-ratelimit-remaining-requests': '3' }) });
+    const one = track(requests.acquire({ estimatedTokens: 1 }));
+    const two = track(requests.acquire({ estimatedTokens: 1 }));
+    await settle();
+    assert.equal(one.state, 'resolved');
+    assert.equal(two.state, 'pending', 'admitted past the requests the provider has left');
+    requests.close();
+  });
+
   it('grows by one after limit-many successes at full use, shrinks on a 429', async () => {
     const gate = createLlmGate({ ...FIXED, initialConcurrency: 4 });
     const acquire = () => gate.acquire({ estimatedTokens: 1 });

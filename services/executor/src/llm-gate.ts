@@ -11,7 +11,9 @@
  * - the request and token buckets (core `takeLlmBudget`) cover the call's estimated cost, when
  *   requests or tokens per minute are configured; the provider's `x-ratelimit-*` and
  *   `retry-after` headers correct them either way, so after a 429 with `retry-after` no call
- *   starts before that time (an hour at most, as a step's retry honours).
+ *   starts before that time (an hour at most, as a step's retry honours). A remaining count is
+ *   taken less the calls granted after the one it came with and still out, which the provider
+ *   had not counted.
  *
  * Waiters are served first come, first served: a large call at the head holds back smaller ones
  * behind it rather than starving. Nothing polls: one timer is set to the next refill or retry
@@ -189,23 +191,61 @@ export function createLlmGate(options: LlmGateOptions): LlmGate {
   let closed = false;
   let timer: { handle: ReturnType<typeof setTimeout>; atMs: number } | undefined;
 
+  // Tokens charged to each permit out, by the order they were granted in.
+  const outstanding = new Map<number, number>();
+  let granted = 0;
+
   const grant = (tokens: number): LlmPermit => {
     inFlight += 1;
     calls += 1;
     const startedInFlight = inFlight;
+    const order = (granted += 1);
+    outstanding.set(order, tokens);
     let released = false;
     return {
       release(result) {
         if (released) return;
         released = true;
         inFlight -= 1;
-        settle(tokens, startedInFlight, result);
+        outstanding.delete(order);
+        settle(tokens, startedInFlight, order, result);
         pump();
       },
     };
   };
 
-  const settle = (tokens: number, startedInFlight: number, result: LlmCallResult): void => {
+  /**
+   * The provider's remaining counts of a call's answer less the calls granted after that call and
+   * still out: the provider counted what it had seen when it took that call, not those, and set
+   * to its count as is the buckets admitted them a second time (calls granted before it were seen
+   * first, so they are not subtracted).
+   */
+  const uncountedBy = (headers: RateLimitHeaders, order: number): RateLimitHeaders => {
+    let requests = 0;
+    let tokens = 0;
+    for (const [later, charged] of outstanding) {
+      if (later <= order) continue;
+      requests += 1;
+      tokens += charged;
+    }
+    const { remainingRequests, remainingTokens } = headers;
+    return {
+      ...headers,
+      ...(remainingRequests === undefined
+        ? {}
+        : { remainingRequests: Math.max(0, remainingRequests - requests) }),
+      ...(remainingTokens === undefined
+        ? {}
+        : { remainingTokens: Math.max(0, remainingTokens - tokens) }),
+    };
+  };
+
+  const settle = (
+    tokens: number,
+    startedInFlight: number,
+    order: number,
+    result: LlmCallResult,
+  ): void => {
     const nowMs = Date.now();
     const pushback = result.status !== undefined && PUSHBACK_STATUSES.has(result.status);
     if (result.ok) succeeded += 1;
@@ -234,7 +274,10 @@ export function createLlmGate(options: LlmGateOptions): LlmGate {
     const refused = result.status !== undefined && (result.status < 200 || result.status > 299);
     const usedTokens = result.usageTokens ?? (refused ? 0 : undefined);
     if (usedTokens !== undefined) budget = correctLlmBudget(budget, tokens, usedTokens);
-    if (result.headers) budget = applyRateLimitHeaders(budget, readHeaders(result.headers), nowMs);
+    if (result.headers) {
+      const headers = uncountedBy(readHeaders(result.headers, nowMs), order);
+      budget = applyRateLimitHeaders(budget, headers, nowMs);
+    }
   };
 
   /** Admits waiters from the head while permits and budget allow; else arms the one timer. */
