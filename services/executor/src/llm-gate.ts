@@ -5,9 +5,10 @@
  *
  * A call passes when both hold:
  * - a concurrency permit is free under an AIMD limit (core `observeAdaptiveLimit`). Loss-based
- *   only: a 429 (or a 503/529 overload) or a call cut by its step's timeout is a drop, a failed or
- *   cancelled call none; LLM latency grows with output length, so it is measured for reporting but
- *   never read as congestion.
+ *   first: a 429 (or a 503/529 overload) or a call cut by its step's timeout is a drop, a failed or
+ *   cancelled call none. LLM latency grows with output length, so by default it is only measured
+ *   for reporting; with `latencyTolerance` set, {@link LATENCY_STRIKES} successes in a row slower
+ *   than that many times the baseline are a drop too.
  * - the request and token buckets (core `takeLlmBudget`) cover the call's estimated cost, when
  *   requests or tokens per minute are configured; the provider's `x-ratelimit-*` and
  *   `retry-after` headers correct them either way, so after a 429 with `retry-after` no call
