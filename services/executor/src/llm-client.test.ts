@@ -114,6 +114,37 @@ describe('LLM client', () => {
     assert.equal(estimateTokens({ messages, maxTokens: 0 }), 100 + DEFAULT_COMPLETION_TOKENS);
   });
 
+  it('estimates a token for each Chinese, Japanese or Korean character, not one for four', () => {
+    // Tokenizers give CJK text about a token a character: at 4 characters a token a budget of
+    // tokens per minute admitted up to four times what the provider allows.
+    const chinese = '背压让队列保持短小'.repeat(100); // 900 characters
+    assert.equal(
+      estimateTokens({ messages: [{ role: 'user', content: chinese }], maxTokens: 1 }),
+      901,
+    );
+    const japanese = 'キューを短く保つ'.repeat(100); // 800 characters
+    assert.equal(
+      estimateTokens({ messages: [{ role: 'user', content: japanese }], maxTokens: 1 }),
+      801,
+    );
+    const korean = '배압은 큐를 짧게'.repeat(100); // 700 Hangul, 200 spaces
+    assert.equal(
+      estimateTokens({ messages: [{ role: 'user', content: korean }], maxTokens: 1 }),
+      751,
+    );
+    // An ideograph outside the BMP is one character, not two halves; the rest 4 to a token.
+    const parts = [{ type: 'text', text: '背压'.repeat(10) }] as unknown as string;
+    assert.equal(
+      estimateTokens({ messages: [{ role: 'user', content: parts }], maxTokens: 1 }),
+      20 + Math.ceil('[{"type":"text","text":""}]'.length / 4) + 1,
+    );
+    const mixed = `${'𠀀'.repeat(10)} ${'x'.repeat(399)}`;
+    assert.equal(
+      estimateTokens({ messages: [{ role: 'user', content: mixed }], maxTokens: 1 }),
+      111,
+    );
+  });
+
   for (const maxTokens of [-1, 0, 1.5, Number.NaN, Number.POSITIVE_INFINITY, 2 ** 60]) {
     it(`a maxTokens of ${maxTokens} fails the call as a bad request before it is sent`, async () => {
       let requests = 0;

@@ -54,14 +54,36 @@ interface CompletionBody {
   usage?: { prompt_tokens?: unknown; completion_tokens?: unknown };
 }
 
-/** Tokens a request may cost: about 4 characters a token for the prompt, plus the completion. */
+/**
+ * Chinese, Japanese and Korean characters (CJK symbols, kana, Hangul, ideographs of every plane,
+ * full-width forms): tokenizers give such text about a token a character, not one for four.
+ */
+const CJK_CHARACTER =
+  /[\u1100-\u11ff\u3000-\u30ff\u3130-\u318f\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\uff00-\uffef\u{20000}-\u{3134f}]/gu;
+
+/**
+ * Tokens a request may cost: a token a CJK character and about 4 other characters a token for the
+ * prompt (at 4 characters a token, CJK text overshot a tokens-per-minute budget up to fourfold),
+ * plus the completion.
+ */
 export function estimateTokens(request: ChatRequest): number {
-  const characters = request.messages.reduce((n, message) => n + message.content.length, 0);
+  let cjk = 0;
+  let characters = 0;
+  for (const message of request.messages) {
+    // Outside the type a handler may send content parts (an array, as OpenAI takes): their JSON.
+    const content: unknown = message.content;
+    const text = typeof content === 'string' ? content : (JSON.stringify(content) ?? '');
+    const rest = text.replace(CJK_CHARACTER, () => {
+      cjk += 1;
+      return '';
+    });
+    characters += rest.length;
+  }
   const completion =
     request.maxTokens !== undefined && Number.isFinite(request.maxTokens) && request.maxTokens > 0
       ? request.maxTokens
       : DEFAULT_COMPLETION_TOKENS;
-  return Math.ceil(characters / 4) + completion;
+  return cjk + Math.ceil(characters / 4) + completion;
 }
 
 /**
