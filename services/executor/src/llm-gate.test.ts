@@ -158,6 +158,32 @@ describe('LLM gate (fake time)', () => {
     requests.close();
   });
 
+  it('goes on refilling when the wall clock is set back', async () => {
+    // 600 tokens a minute: 10 a second.
+    const gate = createLlmGate({ ...FIXED, tokensPerMinute: 600 });
+    const permits = [
+      await gate.acquire({ estimatedTokens: 200 }),
+      await gate.acquire({ estimatedTokens: 200 }),
+      await gate.acquire({ estimatedTokens: 200 }),
+    ];
+    const next = track(gate.acquire({ estimatedTokens: 10 }));
+    // Failed unanswered calls: their charge is kept, each release only looks at the bucket. (The
+    // fake timers run on the clock set back, so releases stand for the gate's own timer.)
+    const release = () => permits.shift()?.release({ ok: false, latencyMs: 1 });
+    // NTP steps the clock back 15 minutes: the bucket must not wait for the clock to catch up.
+    mock.timers.setTime(Date.now() - 900_000);
+    release();
+    mock.timers.tick(999);
+    release();
+    await settle();
+    assert.equal(next.state, 'pending');
+    mock.timers.tick(1);
+    release();
+    await settle();
+    assert.equal(next.state, 'resolved', 'stalled until the clock is back where it was');
+    gate.close();
+  });
+
   it('grows by one after limit-many successes at full use, shrinks on a 429', async () => {
     const gate = createLlmGate({ ...FIXED, initialConcurrency: 4 });
     const acquire = () => gate.acquire({ estimatedTokens: 1 });

@@ -171,6 +171,18 @@ export function createLlmGate(options: LlmGateOptions): LlmGate {
   const problem = limitOptionsProblem(options);
   if (problem) throw new RangeError(problem);
 
+  // The gate's time: the wall clock's advance, never its steps back. The buckets refill by the
+  // time since their last look, so read on a clock NTP set back they stopped refilling (and a
+  // pause lasted longer) by as much, every LLM call of the process held until it caught up.
+  let wallMs = Date.now();
+  let gateMs = wallMs;
+  const now = (): number => {
+    const readMs = Date.now();
+    gateMs += Math.max(0, readMs - wallMs);
+    wallMs = readMs;
+    return gateMs;
+  };
+
   let limit: AdaptiveLimitState = initialAdaptiveLimit(config);
   // An unconfigured limit is an infinite bucket: always covers, yet the provider's headers still
   // pause it (an exhausted `remaining` with its reset, a `retry-after`).
@@ -179,7 +191,7 @@ export function createLlmGate(options: LlmGateOptions): LlmGate {
       requestsPerMinute: options.requestsPerMinute ?? Number.POSITIVE_INFINITY,
       tokensPerMinute: options.tokensPerMinute ?? Number.POSITIVE_INFINITY,
     },
-    Date.now(),
+    now(),
   );
   const queue: Waiter[] = [];
   const latencies: number[] = [];
@@ -247,7 +259,7 @@ export function createLlmGate(options: LlmGateOptions): LlmGate {
     order: number,
     result: LlmCallResult,
   ): void => {
-    const nowMs = Date.now();
+    const nowMs = now();
     const pushback = result.status !== undefined && PUSHBACK_STATUSES.has(result.status);
     if (result.ok) succeeded += 1;
     else if (pushback) rateLimited += 1;
@@ -276,7 +288,8 @@ export function createLlmGate(options: LlmGateOptions): LlmGate {
     const usedTokens = result.usageTokens ?? (refused ? 0 : undefined);
     if (usedTokens !== undefined) budget = correctLlmBudget(budget, tokens, usedTokens);
     if (result.headers) {
-      const headers = uncountedBy(readHeaders(result.headers, nowMs), order);
+      // Read on the wall clock: a retry-after may be an HTTP date.
+      const headers = uncountedBy(readHeaders(result.headers), order);
       budget = applyRateLimitHeaders(budget, headers, nowMs);
     }
   };
@@ -287,7 +300,7 @@ export function createLlmGate(options: LlmGateOptions): LlmGate {
       if (inFlight >= concurrencyOf(limit, config)) return; // a release pumps again
       const head = queue[0];
       if (head === undefined) return;
-      const nowMs = Date.now();
+      const nowMs = now();
       const decision = takeLlmBudget(budget, { tokens: head.tokens }, nowMs);
       budget = decision.budget;
       if (!decision.admitted) {
@@ -316,7 +329,7 @@ export function createLlmGate(options: LlmGateOptions): LlmGate {
         timer = undefined;
         pump();
       },
-      Math.min(MAX_TIMER_DELAY_MS, Math.max(0, atMs - Date.now())),
+      Math.min(MAX_TIMER_DELAY_MS, Math.max(0, atMs - now())),
     );
     timer = { handle, atMs };
   };
