@@ -289,6 +289,60 @@ describe('createLogger', () => {
   });
 });
 
+/** An error shaped as drizzle-orm's `DrizzleQueryError`, which the telemetry package does not use. */
+class DrizzleQueryError extends Error {
+  query: string;
+  params: unknown[];
+  override cause: unknown;
+  constructor(query: string, params: unknown[], cause: unknown) {
+    super(`Failed query: ${query}\nparams: ${params.join(',')}`);
+    this.query = query;
+    this.params = params;
+    this.cause = cause;
+  }
+}
+
+const STATEMENT = 'insert into "tasks" ("id", "input") values ($1, $2)';
+const PARAM = 'the-customers-private-input';
+
+function failedQuery(): DrizzleQueryError {
+  const driverError = Object.assign(
+    new Error('duplicate key value violates unique constraint "tasks_pkey"'),
+    { name: 'PostgresError', code: '23505', severity: 'ERROR', constraint_name: 'tasks_pkey' },
+  );
+  return new DrizzleQueryError(STATEMENT, ['t-1', PARAM], driverError);
+}
+
+describe('createLogger with a failed query', () => {
+  it("writes the driver's error, without the statement and its parameters", () => {
+    const out = capture();
+    const log = createLogger({ service: 'gateway', destination: out.destination });
+    log.error({ err: failedQuery(), method: '/sluice.v1/CreateTask' }, 'gRPC handler failed');
+    log.error(failedQuery());
+    log.warn({ err: new Error('apply failed', { cause: failedQuery() }) }, 'batch failed');
+
+    for (const line of out.lines) {
+      assert.ok(!line.includes(PARAM), line);
+      assert.ok(!line.includes('insert into'), line);
+      assert.ok(!line.includes('Failed query'), line);
+    }
+    const [handler, bare, wrapped] = out.records() as Array<Record<string, unknown>>;
+    const err = handler?.err as Record<string, unknown>;
+    assert.equal(err.code, '23505');
+    assert.equal(err.constraint_name, 'tasks_pkey');
+    assert.equal(err.type, 'Error');
+    assert.equal(err.message, 'duplicate key value violates unique constraint "tasks_pkey"');
+    assert.match(String(err.stack), /^PostgresError: duplicate key value/);
+    assert.equal(bare?.msg, 'duplicate key value violates unique constraint "tasks_pkey"');
+    const wrappedErr = wrapped?.err as Record<string, unknown>;
+    assert.equal(
+      wrappedErr.message,
+      'apply failed: duplicate key value violates unique constraint "tasks_pkey"',
+    );
+    assert.match(String(wrappedErr.stack), /caused by: PostgresError: duplicate key/);
+  });
+});
+
 describe('createLogger inside a span', () => {
   let tracing: Tracing;
   before(() => {

@@ -10,7 +10,8 @@
 import { hostname } from 'node:os';
 import { context, isSpanContextValid, trace } from '@opentelemetry/api';
 import { pino } from 'pino';
-import type { DestinationStream, Logger as PinoLogger } from 'pino';
+import type { DestinationStream, LogFn, Logger as PinoLogger } from 'pino';
+import { reportedError, serializeError } from './errors.js';
 import { stdoutDestination } from './log-destination.js';
 import { REDACTED, SECRET_QUERY_PARAMS, UNREADABLE, redactSecrets } from './redaction.js';
 
@@ -70,7 +71,9 @@ export function createLogger(options: LoggerOptions): Logger {
         // Secrets by field name in what each call logs (see redaction.ts).
         log: redactSecrets,
       },
-      hooks: { streamWrite: scrubSecrets },
+      // Errors as pino writes them, but a failed query as the driver's error (see errors.ts).
+      serializers: { err: serializeError },
+      hooks: { logMethod: messageOfLoggedError, streamWrite: scrubSecrets },
     },
     options.destination ?? stdoutDestination(),
   );
@@ -92,6 +95,38 @@ type MakeChild = (
   bindings: Record<string, unknown>,
   options?: Parameters<Logger['child']>[1],
 ) => Logger;
+
+/**
+ * A log call given an error and no message (`log.error(err)`, `log.error({ err })`) is written
+ * with the error's message, which pino takes before any serializer runs: for a failed query that is
+ * its statement and parameters. The message is given here instead, the one the `err` field shows.
+ */
+function messageOfLoggedError(this: PinoLogger, args: Parameters<LogFn>, method: LogFn): void {
+  const [first, message] = args as unknown[];
+  if (args.length === 1 || message === undefined) {
+    const error = first instanceof Error ? first : loggedErr(first);
+    if (error !== undefined) {
+      const reported = reportedError(error);
+      const text = reported instanceof Error ? reported.message : undefined;
+      if (text !== undefined) {
+        method.call(this, first instanceof Error ? { err: first } : (first as object), text);
+        return;
+      }
+    }
+  }
+  method.apply(this, args);
+}
+
+/** The `err` of a logged object without a `msg` of its own, as pino takes the message from. */
+function loggedErr(fields: unknown): Error | undefined {
+  if (typeof fields !== 'object' || fields === null) return undefined;
+  try {
+    const { err, msg } = fields as { err?: unknown; msg?: unknown };
+    return msg === undefined && err instanceof Error ? err : undefined;
+  } catch {
+    return undefined;
+  }
+}
 
 /**
  * A log call's fields over the mixin's ids, as pino merges them but field by field: pino's

@@ -27,6 +27,7 @@ import { resourceFromAttributes } from '@opentelemetry/resources';
 import type { SpanProcessor } from '@opentelemetry/sdk-trace-base';
 import { NodeTracerProvider } from '@opentelemetry/sdk-trace-node';
 import { ATTR_SERVICE_NAME, ATTR_SERVICE_VERSION } from '@opentelemetry/semantic-conventions';
+import { reportedError } from './errors.js';
 import { scrubSecrets } from './logger.js';
 import {
   createSampler,
@@ -217,19 +218,12 @@ export async function withSpan<T>(
  * output).
  */
 function recordFailure(span: Span, thrown: unknown): void {
-  const error = isQueryError(thrown) ? thrown.cause : thrown;
+  const error = reportedError(thrown);
   span.recordException(error instanceof Error ? error : String(error));
   span.setStatus({
     code: SpanStatusCode.ERROR,
     message: error instanceof Error ? error.message : String(error),
   });
-}
-
-/** Whether `error` is shaped as drizzle's `DrizzleQueryError` (this package does not use drizzle). */
-function isQueryError(error: unknown): error is Error & { readonly cause: Error } {
-  if (!(error instanceof Error) || !(error.cause instanceof Error)) return false;
-  const { query, params } = error as { query?: unknown; params?: unknown };
-  return typeof query === 'string' && Array.isArray(params);
 }
 
 /** Options of {@link withContinuedSpan}. */
