@@ -36,6 +36,41 @@ export function reportedError(thrown: unknown): unknown {
   return error;
 }
 
+/**
+ * How many characters of one error's message a log line keeps, wherever it is written (the `err`
+ * field's message, where its stack repeats it, `msg`), and of each string field of the error. Why a
+ * bound: a handler's error may quote a whole response body or document, and a line of megabytes is
+ * written in one piece, held whole by the log shipper, and split or refused by most log pipelines
+ * (Docker's json-file driver splits a line at 16 KiB); 4 KiB keeps what a person reads.
+ */
+export const ERROR_TEXT_LIMIT = 4096;
+
+/**
+ * How many characters of the message and of the stack, each with its causes', a log line keeps:
+ * several messages and their stack frames (a frame is ~100 characters) within a 16 KiB line.
+ */
+export const ERROR_CHAIN_TEXT_LIMIT = 12_288;
+
+/** The first `limit` characters of `text`, without half of a surrogate pair at the end. */
+export function cutText(text: string, limit: number): string {
+  if (text.length <= limit) return text;
+  const last = text.charCodeAt(limit - 1);
+  return text.slice(0, last >= 0xd800 && last <= 0xdbff ? limit - 1 : limit);
+}
+
+/** `text` cut to `limit` with a mark saying how much was cut, so a reader knows it was. */
+function bounded(text: string, limit: number): string {
+  if (text.length <= limit) return text;
+  const kept = cutText(text, limit);
+  return `${kept}… [${text.length - kept.length} characters cut]`;
+}
+
+/** The message of an error as a log line's `msg` shows it: the reported error's, bounded. */
+export function loggedMessage(error: Error): string | undefined {
+  const reported = reportedError(error);
+  return reported instanceof Error ? bounded(reported.message, ERROR_TEXT_LIMIT) : undefined;
+}
+
 /** An error as pino's `err` serializer takes one: anything with a string `message`. */
 type ErrorLike = Record<string, unknown> & { message: string; stack?: unknown };
 
@@ -72,8 +107,8 @@ function serialize(thrown: ErrorLike, seen: Set<unknown>): Record<string, unknow
   const constructor = error.constructor as unknown;
   const serialized: Record<string, unknown> = {
     type: typeof constructor === 'function' ? constructor.name : error.name,
-    message: messageWithCauses(error),
-    stack: stackWithCauses(error),
+    message: bounded(messageWithCauses(error), ERROR_CHAIN_TEXT_LIMIT),
+    stack: bounded(stackWithCauses(error), ERROR_CHAIN_TEXT_LIMIT),
   };
   if (Array.isArray(error.errors)) {
     serialized.aggregateErrors = error.errors.map((inner: unknown) =>
@@ -84,7 +119,8 @@ function serialize(thrown: ErrorLike, seen: Set<unknown>): Record<string, unknow
     // The cause is in the message and stack already.
     if (key === 'cause' || serialized[key] !== undefined) continue;
     const field = error[key];
-    if (!isErrorLike(field)) serialized[key] = field;
+    if (typeof field === 'string') serialized[key] = bounded(field, ERROR_TEXT_LIMIT);
+    else if (!isErrorLike(field)) serialized[key] = field;
     else if (!seen.has(field)) serialized[key] = serialize(field, seen);
   }
   return serialized;
@@ -100,13 +136,14 @@ function causeOf(error: ErrorLike): ErrorLike | undefined {
 
 /** `message: cause's message: …`, as pino writes it. */
 function messageWithCauses(error: ErrorLike): string {
-  let text = error.message;
+  let text = bounded(error.message, ERROR_TEXT_LIMIT);
   let current = error;
   for (let depth = 0; depth < MAX_CAUSES; depth++) {
     const cause = causeOf(current);
     if (cause === undefined) return text;
     // VError puts its causes' messages in its own already.
-    if (typeof current.cause !== 'function') text += `: ${cause.message}`;
+    if (typeof current.cause !== 'function')
+      text += `: ${bounded(cause.message, ERROR_TEXT_LIMIT)}`;
     current = cause;
   }
   return `${text}: ...`;
@@ -114,13 +151,26 @@ function messageWithCauses(error: ErrorLike): string {
 
 /** The stack, then `caused by: <the cause's stack>` for each cause, as pino writes it. */
 function stackWithCauses(error: ErrorLike): string {
-  let text = typeof error.stack === 'string' ? error.stack : '';
+  let text = stackOf(error);
   let current = error;
   for (let depth = 0; depth < MAX_CAUSES; depth++) {
     const cause = causeOf(current);
     if (cause === undefined) return text;
-    text += `\ncaused by: ${typeof cause.stack === 'string' ? cause.stack : ''}`;
+    text += `\ncaused by: ${stackOf(cause)}`;
     current = cause;
   }
   return `${text}\ncauses have become circular...`;
+}
+
+/**
+ * The stack of `error` with its message (which V8 puts at the stack's head, after the name) cut as
+ * the message is, so that the frames after a long message are kept.
+ */
+function stackOf(error: ErrorLike): string {
+  const stack = typeof error.stack === 'string' ? error.stack : '';
+  const { message } = error;
+  if (message.length <= ERROR_TEXT_LIMIT) return stack;
+  const at = stack.indexOf(message);
+  if (at < 0) return stack;
+  return stack.slice(0, at) + bounded(message, ERROR_TEXT_LIMIT) + stack.slice(at + message.length);
 }

@@ -343,6 +343,33 @@ describe('createLogger with a failed query', () => {
   });
 });
 
+describe('createLogger with a long error', () => {
+  it('cuts the message and stack, keeping the stack frames and surrogate pairs whole', () => {
+    const out = capture();
+    const log = createLogger({ service: 'executor', destination: out.destination });
+    // A handler error quoting a whole body; a pair (😀) straddles every likely cut.
+    const body = 'b😀'.repeat(400_000);
+    const error = new Error(`upstream answered 500: ${body}`, { cause: new Error(body) });
+    Object.assign(error, { response: body });
+    log.warn({ err: error }, 'step failed');
+    log.warn(error);
+
+    assert.equal(out.lines.length, 2);
+    for (const line of out.lines) assert.ok(line.length < 64 * 1024, `${line.length} characters`);
+    const [fields, bare] = out.records() as Array<Record<string, unknown>>;
+    const err = fields?.err as Record<string, unknown>;
+    for (const text of [err.message, err.stack, err.response, bare?.msg].map(String)) {
+      assert.ok(text.length < 32 * 1024, `${text.length} characters`);
+      assert.ok(!/[\uD800-\uDBFF](?![\uDC00-\uDFFF])/.test(text), 'a lone high surrogate');
+    }
+    assert.match(String(err.message), /^upstream answered 500: b😀b😀/);
+    assert.match(String(err.stack), /^Error: upstream answered 500: b😀/);
+    // The frames after the message are kept.
+    assert.match(String(err.stack), /\n {4}at .*logger\.test\.ts/);
+    assert.match(String(err.stack), /caused by: Error: b😀/);
+  });
+});
+
 describe('createLogger inside a span', () => {
   let tracing: Tracing;
   before(() => {

@@ -11,7 +11,7 @@ import { hostname } from 'node:os';
 import { context, isSpanContextValid, trace } from '@opentelemetry/api';
 import { pino } from 'pino';
 import type { DestinationStream, LogFn, Logger as PinoLogger } from 'pino';
-import { reportedError, serializeError } from './errors.js';
+import { loggedMessage, serializeError } from './errors.js';
 import { stdoutDestination } from './log-destination.js';
 import { REDACTED, SECRET_QUERY_PARAMS, UNREADABLE, redactSecrets } from './redaction.js';
 
@@ -99,15 +99,15 @@ type MakeChild = (
 /**
  * A log call given an error and no message (`log.error(err)`, `log.error({ err })`) is written
  * with the error's message, which pino takes before any serializer runs: for a failed query that is
- * its statement and parameters. The message is given here instead, the one the `err` field shows.
+ * its statement and parameters, and it may be megabytes long. The message is given here instead,
+ * as the `err` field shows it (see errors.ts).
  */
 function messageOfLoggedError(this: PinoLogger, args: Parameters<LogFn>, method: LogFn): void {
   const [first, message] = args as unknown[];
   if (args.length === 1 || message === undefined) {
     const error = first instanceof Error ? first : loggedErr(first);
     if (error !== undefined) {
-      const reported = reportedError(error);
-      const text = reported instanceof Error ? reported.message : undefined;
+      const text = loggedMessage(error);
       if (text !== undefined) {
         method.call(this, first instanceof Error ? { err: first } : (first as object), text);
         return;

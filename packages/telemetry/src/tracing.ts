@@ -27,7 +27,7 @@ import { resourceFromAttributes } from '@opentelemetry/resources';
 import type { SpanProcessor } from '@opentelemetry/sdk-trace-base';
 import { NodeTracerProvider } from '@opentelemetry/sdk-trace-node';
 import { ATTR_SERVICE_NAME, ATTR_SERVICE_VERSION } from '@opentelemetry/semantic-conventions';
-import { reportedError } from './errors.js';
+import { cutText, reportedError } from './errors.js';
 import { scrubSecrets } from './logger.js';
 import {
   createSampler,
@@ -166,13 +166,6 @@ function errorTextGuard(limit: number): SpanProcessor {
     forceFlush: () => Promise.resolve(),
     shutdown: () => Promise.resolve(),
   };
-}
-
-/** The first `limit` characters of `text`, without half of a surrogate pair at the end. */
-function cutText(text: string, limit: number): string {
-  if (text.length <= limit) return text;
-  const last = text.charCodeAt(limit - 1);
-  return text.slice(0, last >= 0xd800 && last <= 0xdbff ? limit - 1 : limit);
 }
 
 function isGlobalProvider(provider: NodeTracerProvider): boolean {
