@@ -174,3 +174,21 @@ function stackOf(error: ErrorLike): string {
   if (at < 0) return stack;
   return stack.slice(0, at) + bounded(message, ERROR_TEXT_LIMIT) + stack.slice(at + message.length);
 }
+
+/**
+ * `String(value)` for a thrown value that is not an error, without throwing: `String` throws for an
+ * object without a prototype (`Object.create(null)`) or whose `toString` throws, and what reports a
+ * failure must not fail in its place. Such a value is described by its tag (`[object Object]`).
+ */
+export function describeThrown(value: unknown): string {
+  try {
+    return String(value);
+  } catch {
+    try {
+      return Object.prototype.toString.call(value);
+    } catch {
+      // A revoked proxy.
+      return UNREADABLE;
+    }
+  }
+}

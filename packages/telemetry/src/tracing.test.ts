@@ -66,6 +66,30 @@ describe('startTracing', () => {
     assert.equal(span.resource.attributes['service.version'], '1.2.3');
   });
 
+  it('withSpan rethrows a thrown value that cannot be made a string, and ends the span', async () => {
+    const bare: unknown = Object.assign(Object.create(null) as object, { reason: 'no prototype' });
+    const sly = {
+      toString() {
+        throw new Error('toString refused');
+      },
+    };
+    for (const [name, thrown] of [
+      ['bare-throw', bare],
+      ['sly-throw', sly],
+    ] as const) {
+      await assert.rejects(
+        withSpan(tracing.tracer('test'), name, {}, () => {
+          throw thrown;
+        }),
+        (error) => error === thrown,
+      );
+      const span = finished(name);
+      assert.equal(span.ended, true);
+      assert.equal(span.status.code, SpanStatusCode.ERROR);
+      assert.equal(span.status.message, '[object Object]');
+    }
+  });
+
   it('withSpan records an exception, sets ERROR, ends the span and rethrows', async () => {
     const failure = new Error('upstream broke');
     await assert.rejects(

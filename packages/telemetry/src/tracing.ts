@@ -27,7 +27,7 @@ import { resourceFromAttributes } from '@opentelemetry/resources';
 import type { SpanProcessor } from '@opentelemetry/sdk-trace-base';
 import { NodeTracerProvider } from '@opentelemetry/sdk-trace-node';
 import { ATTR_SERVICE_NAME, ATTR_SERVICE_VERSION } from '@opentelemetry/semantic-conventions';
-import { cutText, reportedError } from './errors.js';
+import { cutText, describeThrown, reportedError } from './errors.js';
 import { scrubSecrets } from './logger.js';
 import {
   createSampler,
@@ -212,11 +212,15 @@ export async function withSpan<T>(
  */
 function recordFailure(span: Span, thrown: unknown): void {
   const error = reportedError(thrown);
-  span.recordException(error instanceof Error ? error : String(error));
-  span.setStatus({
-    code: SpanStatusCode.ERROR,
-    message: error instanceof Error ? error.message : String(error),
-  });
+  if (error instanceof Error) {
+    span.recordException(error);
+    span.setStatus({ code: SpanStatusCode.ERROR, message: error.message });
+    return;
+  }
+  // Not `String(error)`: it throws for some thrown values, and the span would reject with that.
+  const text = describeThrown(error);
+  span.recordException(text);
+  span.setStatus({ code: SpanStatusCode.ERROR, message: text });
 }
 
 /** Options of {@link withContinuedSpan}. */
