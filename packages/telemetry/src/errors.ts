@@ -7,7 +7,7 @@
  * step's output, an API key's hash: logs and spans report the driver's error instead (its code,
  * message and SQLSTATE fields say what went wrong).
  */
-import { UNREADABLE } from './redaction.js';
+import { UNREADABLE, redactSecrets } from './redaction.js';
 
 /**
  * Whether `error` is shaped as drizzle's `DrizzleQueryError` (this package does not use drizzle):
@@ -87,9 +87,10 @@ const MAX_CAUSES = 8;
 
 /**
  * The logger's `err` serializer: pino's (`type`, `message` and `stack` followed through the
- * causes, `aggregateErrors`, the error's enumerable fields), but a failed query anywhere in the
- * error or its causes is written as the driver's error it wraps (see above), so neither its text
- * nor its `query` and `params` fields reach the line.
+ * causes, `aggregateErrors`, the error's enumerable fields, these with their secrets censored by
+ * name as a logged object's are), but a failed query anywhere in the error or its causes is written
+ * as the driver's error it wraps (see above), so neither its text nor its `query` and `params`
+ * fields reach the line.
  */
 export function serializeError(value: unknown): unknown {
   try {
@@ -123,7 +124,9 @@ function serialize(thrown: ErrorLike, seen: Set<unknown>): Record<string, unknow
     else if (!isErrorLike(field)) serialized[key] = field;
     else if (!seen.has(field)) serialized[key] = serialize(field, seen);
   }
-  return serialized;
+  // The fields censored as a logged object's are (redaction.ts looks into no error): an HTTP
+  // client's error carries the request it failed, headers and all.
+  return redactSecrets(serialized);
 }
 
 /** The error a reported error was caused by, itself reported: `undefined` at the chain's end. */

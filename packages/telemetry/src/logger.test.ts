@@ -343,6 +343,30 @@ describe('createLogger with a failed query', () => {
   });
 });
 
+describe('createLogger with an error carrying a secret field', () => {
+  it('censors the secret fields of the error as those of the logged object', () => {
+    // Not of a shape the line scrubber knows.
+    const key = 'plain-key-value-9876';
+    const out = capture();
+    const log = createLogger({ service: 'executor', destination: out.destination });
+    // As HTTP client errors carry the request they failed (axios's `config`, got's `options`).
+    const error = Object.assign(new Error('Request failed with status code 401'), {
+      status: 401,
+      apiKey: key,
+      config: { url: 'https://api.example.com/v1', headers: { 'X-Api-Key': key } },
+    });
+    log.warn({ err: error }, 'step failed');
+    assert.ok(!out.lines.join('').includes(key), out.lines.join(''));
+    const err = only(out.records()).err as Record<string, unknown>;
+    assert.equal(err.status, 401);
+    assert.equal(err.apiKey, REDACTED);
+    assert.deepEqual(err.config, {
+      url: 'https://api.example.com/v1',
+      headers: { 'X-Api-Key': REDACTED },
+    });
+  });
+});
+
 describe('createLogger with a long error', () => {
   it('cuts the message and stack, keeping the stack frames and surrogate pairs whole', () => {
     const out = capture();
