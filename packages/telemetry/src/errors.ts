@@ -94,7 +94,9 @@ const MAX_CAUSES = 8;
  */
 export function serializeError(value: unknown): unknown {
   try {
-    return isErrorLike(value) ? serialize(value, new Set()) : value;
+    if (isErrorLike(value)) return serialize(value, new Set());
+    // A thrown string (`throw await response.text()`) is bounded as an error's message is.
+    return typeof value === 'string' ? bounded(value, ERROR_TEXT_LIMIT) : value;
   } catch {
     // A log call must not throw for what it is given (a getter that throws, a `cause()` that does).
     return UNREADABLE;

@@ -392,6 +392,16 @@ describe('createLogger with a long error', () => {
     assert.match(String(err.stack), /\n {4}at .*logger\.test\.ts/);
     assert.match(String(err.stack), /caused by: Error: b😀/);
   });
+
+  it('cuts a thrown string logged as the error', () => {
+    const out = capture();
+    const log = createLogger({ service: 'executor', destination: out.destination });
+    // What a handler that throws a string (`throw await response.text()`) has its step failed with.
+    log.warn({ err: 'b😀'.repeat(400_000) }, 'step failed');
+    const err = String(only(out.records()).err);
+    assert.ok(err.length < 32 * 1024, `${err.length} characters`);
+    assert.match(err, /^b😀b😀/);
+  });
 });
 
 describe('createLogger inside a span', () => {
