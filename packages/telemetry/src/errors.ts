@@ -121,7 +121,14 @@ function serialize(thrown: ErrorLike, seen: Set<unknown>): Record<string, unknow
   for (const key in error) {
     // The cause is in the message and stack already.
     if (key === 'cause' || serialized[key] !== undefined) continue;
-    const field = error[key];
+    let field: unknown;
+    try {
+      field = error[key];
+    } catch {
+      // One field that cannot be read (its getter throws) must not cost the line the message.
+      serialized[key] = UNREADABLE;
+      continue;
+    }
     if (typeof field === 'string') serialized[key] = bounded(field, ERROR_TEXT_LIMIT);
     else if (!isErrorLike(field)) serialized[key] = field;
     else if (!seen.has(field)) serialized[key] = serialize(field, seen);

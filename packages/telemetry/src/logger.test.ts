@@ -367,6 +367,25 @@ describe('createLogger with an error carrying a secret field', () => {
   });
 });
 
+describe('createLogger with an error with an unreadable field', () => {
+  it('writes the message and stack, and the field as unreadable', () => {
+    const out = capture();
+    const log = createLogger({ service: 'executor', destination: out.destination });
+    const error = new Error('handler gave up');
+    Object.defineProperty(error, 'details', {
+      enumerable: true,
+      get() {
+        throw new Error('no details');
+      },
+    });
+    log.warn({ err: error }, 'step failed');
+    const err = only(out.records()).err as Record<string, unknown>;
+    assert.equal(err.message, 'handler gave up');
+    assert.match(String(err.stack), /^Error: handler gave up/);
+    assert.equal(err.details, UNREADABLE);
+  });
+});
+
 describe('createLogger with a long error', () => {
   it('cuts the message and stack, keeping the stack frames and surrogate pairs whole', () => {
     const out = capture();
